@@ -1,0 +1,159 @@
+/**
+ * The in-process store: nested Maps (never plain objects, so no id can reach
+ * a prototype or another key), events kept as JSON text with an id index, so
+ * an append costs O(size of the delta) and a tail read O(events returned).
+ */
+import {
+  type AppendInput,
+  type AppendResult,
+  type Bucket,
+  type CreateInput,
+  type CreateResult,
+  type EventFilter,
+  type ListQuery,
+  type ListResult,
+  type LoadResult,
+  type SessionKey,
+  type SessionRecord,
+  type SessionStore,
+  type StoredEvent,
+  compareSessions,
+  mergeInto,
+  selectEvents,
+} from '@adk-state/core';
+
+interface StoredSession {
+  record: SessionRecord;
+  events: StoredEvent[];
+  /** Event id to its position in `events`. */
+  positions: Map<string, number>;
+}
+
+interface AppData {
+  state: Bucket;
+  users: Map<string, Bucket>;
+  /** userId to sessionId to session. */
+  sessions: Map<string, Map<string, StoredSession>>;
+}
+
+export class MemoryStore implements SessionStore {
+  readonly #apps = new Map<string, AppData>();
+
+  async createSession(input: CreateInput): Promise<CreateResult> {
+    const { appName, userId, sessionId } = input.key;
+    const app = this.#app(appName);
+    let userSessions = app.sessions.get(userId);
+    if (userSessions?.has(sessionId)) return { status: 'exists' };
+    if (!userSessions) {
+      userSessions = new Map();
+      app.sessions.set(userId, userSessions);
+    }
+    const user = this.#user(app, userId);
+    mergeInto(user, input.userDelta);
+    mergeInto(app.state, input.appDelta);
+    userSessions.set(sessionId, {
+      record: {
+        id: sessionId,
+        appName,
+        userId,
+        lastUpdateTime: input.createTime,
+        revision: 1,
+        state: new Map(input.state),
+      },
+      events: [],
+      positions: new Map(),
+    });
+    return { status: 'created', userState: new Map(user), appState: new Map(app.state) };
+  }
+
+  async loadSession(key: SessionKey, filter: EventFilter): Promise<LoadResult | undefined> {
+    const stored = this.#find(key);
+    if (!stored) return undefined;
+    const app = this.#apps.get(key.appName) as AppData;
+    return {
+      session: copyRecord(stored.record),
+      userState: new Map(app.users.get(key.userId)),
+      appState: new Map(app.state),
+      events: selectEvents(stored.events, filter),
+    };
+  }
+
+  async appendEvent(input: AppendInput): Promise<AppendResult> {
+    const stored = this.#find(input.key);
+    if (!stored) return { status: 'missing' };
+    if (stored.record.revision !== input.expectedRevision) {
+      return { status: 'stale', revision: stored.record.revision };
+    }
+    const app = this.#apps.get(input.key.appName) as AppData;
+    const position = stored.positions.get(input.event.id);
+    if (position === undefined) {
+      stored.positions.set(input.event.id, stored.events.length);
+      stored.events.push(input.event);
+    } else {
+      stored.events[position] = input.event;
+    }
+    mergeInto(stored.record.state, input.sessionDelta);
+    mergeInto(this.#user(app, input.key.userId), input.userDelta);
+    mergeInto(app.state, input.appDelta);
+    stored.record.lastUpdateTime = input.lastUpdateTime;
+    stored.record.revision += 1;
+    return { status: 'ok' };
+  }
+
+  async deleteSession(key: SessionKey): Promise<void> {
+    this.#apps.get(key.appName)?.sessions.get(key.userId)?.delete(key.sessionId);
+  }
+
+  async listSessions(query: ListQuery): Promise<ListResult> {
+    const app = this.#apps.get(query.appName);
+    const records: SessionRecord[] = [];
+    if (app) {
+      const owners = query.userId === undefined ? [...app.sessions.values()] : [app.sessions.get(query.userId)];
+      for (const sessions of owners) {
+        if (sessions) for (const stored of sessions.values()) records.push(stored.record);
+      }
+    }
+    records.sort(compareSessions(query.order));
+    const end = query.limit === undefined ? undefined : query.offset + query.limit;
+    const window = records.slice(query.offset, end).map(copyRecord);
+    const userStates = new Map<string, Bucket>();
+    for (const record of window) {
+      if (!userStates.has(record.userId)) userStates.set(record.userId, new Map(app?.users.get(record.userId)));
+    }
+    return { totalItems: records.length, sessions: window, userStates, appState: new Map(app?.state) };
+  }
+
+  async readUserState(appName: string, userId: string): Promise<Bucket> {
+    return new Map(this.#apps.get(appName)?.users.get(userId));
+  }
+
+  async readAppState(appName: string): Promise<Bucket> {
+    return new Map(this.#apps.get(appName)?.state);
+  }
+
+  #find(key: SessionKey): StoredSession | undefined {
+    return this.#apps.get(key.appName)?.sessions.get(key.userId)?.get(key.sessionId);
+  }
+
+  #app(appName: string): AppData {
+    let app = this.#apps.get(appName);
+    if (!app) {
+      app = { state: new Map(), users: new Map(), sessions: new Map() };
+      this.#apps.set(appName, app);
+    }
+    return app;
+  }
+
+  #user(app: AppData, userId: string): Bucket {
+    let user = app.users.get(userId);
+    if (!user) {
+      user = new Map();
+      app.users.set(userId, user);
+    }
+    return user;
+  }
+}
+
+function copyRecord(record: SessionRecord): SessionRecord {
+  return { ...record, state: new Map(record.state) };
+}

@@ -1,0 +1,77 @@
+/**
+ * @adk-state/conformance-tests: the one suite that proves a session store
+ * keeps the adk-state contract. Call {@link runConformanceSuite} from a
+ * vitest test file with a {@link ConformanceTarget}.
+ */
+import { afterAll, beforeAll, describe, it } from 'vitest';
+import { allGroups } from './groups/index.js';
+import { type GroupApi, type TestKit, uniqueName } from './kit.js';
+import type { ConformanceService, ConformanceTarget } from './target.js';
+
+export type { GroupApi, TestKit } from './kit.js';
+export type { Capabilities, ConformanceService, ConformanceTarget, Divergence } from './target.js';
+export { allGroups } from './groups/index.js';
+
+/** Every test id the suite declares, in order (for checking divergence records). */
+export function listConformanceTests(): string[] {
+  const names: string[] = [];
+  for (const group of allGroups) group.define({ test: (name) => names.push(`${group.title} › ${name}`) });
+  return names;
+}
+
+/** Declares the whole suite for `target` in the current vitest file. */
+export function runConformanceSuite<S extends ConformanceService>(target: ConformanceTarget<S>): void {
+  const divergences = new Map((target.divergences ?? []).map((d) => [d.test, d.reason]));
+  const known = new Set(listConformanceTests());
+  const unknown = [...divergences.keys()].filter((name) => !known.has(name));
+
+  describe(`adk-state conformance: ${target.name}`, () => {
+    beforeAll(async () => {
+      await target.setup?.();
+    });
+    afterAll(async () => {
+      await target.teardown?.();
+    });
+
+    it('every recorded divergence names a test of this suite', () => {
+      if (unknown.length > 0) {
+        throw new Error(`Divergences name no test of the suite: ${unknown.map((n) => JSON.stringify(n)).join(', ')}`);
+      }
+    });
+
+    for (const group of allGroups) {
+      describe(group.title, () => {
+        const api: GroupApi = {
+          test(name, body, options = {}) {
+            const id = `${group.title} › ${name}`;
+            const required = options.requires;
+            if (required && !target.capabilities[required]) {
+              it.skip(`${name} (skipped: the target does not declare capability '${required}')`, () => {});
+              return;
+            }
+            const reason = divergences.get(id);
+            const run = async () => {
+              const made: S[] = [];
+              const kit: TestKit = {
+                async service(options = {}) {
+                  const service = await target.create(options);
+                  made.push(service);
+                  return service;
+                },
+                app: (label) => uniqueName(label),
+              };
+              try {
+                await body(kit);
+              } finally {
+                for (const service of made) await target.destroy?.(service);
+              }
+            };
+            if (reason !== undefined) it.fails(`${name} [recorded divergence: ${reason}]`, run);
+            else it(name, run);
+          },
+        };
+        group.define(api);
+      });
+    }
+  });
+}

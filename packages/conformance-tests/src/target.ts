@@ -1,0 +1,53 @@
+/**
+ * What a backend author hands the suite: how to make a fresh service, how to
+ * dispose of it, what the backend can do, and any recorded divergence.
+ */
+import type { StateSessionServiceOptions } from '@adk-state/core';
+import type { BaseSessionService } from '@google/adk';
+
+/** The service surface the suite exercises: ADK's API plus the bucket readers. */
+export interface ConformanceService extends BaseSessionService {
+  getUserState(request: { appName: string; userId: string }): Promise<Record<string, unknown>>;
+  getAppState(request: { appName: string }): Promise<Record<string, unknown>>;
+}
+
+/** What the backend offers beyond the contract every store meets. */
+export interface Capabilities {
+  /**
+   * Services made by separate `create()` calls share one backend, so data
+   * written through one is read through another (a database, a server, a
+   * directory). Enables the durability and cross-instance concurrency groups.
+   * In-process stores whose instances share nothing leave it false.
+   */
+  sharedBackend: boolean;
+}
+
+/**
+ * A test the backend cannot pass, with the reason. The test still runs, as a
+ * strict expected failure: once the backend passes it, the suite fails until
+ * the record is deleted.
+ */
+export interface Divergence {
+  /** The test's id as printed by the suite: `group › test name`. */
+  test: string;
+  reason: string;
+}
+
+/** The one argument of {@link runConformanceSuite}. */
+export interface ConformanceTarget<S extends ConformanceService = ConformanceService> {
+  /** Shown in the suite's title. */
+  name: string;
+  /** Runs once before every test (start a server, connect a client). */
+  setup?: () => Promise<void> | void;
+  /** Runs once after every test (stop what `setup` started). */
+  teardown?: () => Promise<void> | void;
+  /**
+   * A fresh service for one test. Called once or more per test; every test
+   * uses app names of its own, so services may share one backend.
+   */
+  create: (options: StateSessionServiceOptions) => Promise<S> | S;
+  /** Disposes of a service made by `create`, after the test that made it. */
+  destroy?: (service: S) => Promise<void> | void;
+  capabilities: Capabilities;
+  divergences?: readonly Divergence[];
+}

@@ -1,0 +1,94 @@
+/**
+ * Event rules: how an ADK event is checked, stripped of `temp:` keys, stored
+ * as text, rebuilt as a real ADK event, and filtered on read.
+ */
+import { createEvent, type Event } from '@google/adk';
+import { InvalidArgumentError } from './errors.js';
+import { scopeOf } from './scopes.js';
+
+/** An event as a store keeps it: its id and timestamp beside its JSON text. */
+export interface StoredEvent {
+  id: string;
+  timestamp: number;
+  /** The whole event as JSON, `temp:` keys already removed. */
+  json: string;
+}
+
+/**
+ * Which events a read returns, in append order: those after the last event
+ * whose timestamp is `<= afterTimestamp` (when set), then the last `limit` of
+ * those (when set).
+ */
+export interface EventFilter {
+  afterTimestamp?: number;
+  limit?: number;
+}
+
+/** Checks the parts of an event that storage relies on. */
+export function assertStorableEvent(event: Event): void {
+  if (typeof event !== 'object' || event === null) {
+    throw new InvalidArgumentError('event', 'an event object is required');
+  }
+  if (typeof event.id !== 'string' || event.id === '') {
+    throw new InvalidArgumentError('event.id', 'must be a non-empty string (create events with createEvent())');
+  }
+  if (typeof event.timestamp !== 'number' || !Number.isFinite(event.timestamp)) {
+    throw new InvalidArgumentError('event.timestamp', 'must be a finite number of milliseconds since the epoch');
+  }
+}
+
+/**
+ * Removes the `temp:` keys from the event's state delta, in place (the delta
+ * object keeps its identity, so ADK's write-order marks on it stay valid), and
+ * returns them.
+ */
+export function takeTempEntries(event: Event): Map<string, unknown> {
+  const temp = new Map<string, unknown>();
+  const delta = event.actions?.stateDelta as Record<string, unknown> | undefined;
+  if (!delta) return temp;
+  for (const key of Object.keys(delta)) {
+    if (scopeOf(key) === 'temp') {
+      temp.set(key, delta[key]);
+      delete delta[key];
+    }
+  }
+  return temp;
+}
+
+/** The stored form of an event. */
+export function encodeEvent(event: Event): StoredEvent {
+  let json: string;
+  try {
+    json = JSON.stringify(event);
+  } catch (cause) {
+    const reason = cause instanceof Error ? cause.message : String(cause);
+    throw new InvalidArgumentError('event', `cannot be stored as JSON (${reason})`);
+  }
+  return { id: event.id, timestamp: event.timestamp, json };
+}
+
+/** Rebuilds a real ADK event (marked by `createEvent`) from its stored form. */
+export function decodeEvent(stored: StoredEvent): Event {
+  const data = JSON.parse(stored.json) as Partial<Event>;
+  const event = createEvent(data);
+  // createEvent replaces a falsy timestamp with "now"; the stored one is exact.
+  event.id = stored.id;
+  event.timestamp = stored.timestamp;
+  return event;
+}
+
+/**
+ * The reference implementation of {@link EventFilter} over a whole log held
+ * in append order. Walks back from the end, so it costs O(events returned).
+ */
+export function selectEvents<T extends { timestamp: number }>(log: readonly T[], filter: EventFilter = {}): T[] {
+  let start = 0;
+  if (filter.afterTimestamp !== undefined) {
+    const after = filter.afterTimestamp;
+    let index = log.length - 1;
+    while (index >= 0 && (log[index] as T).timestamp > after) index--;
+    start = index + 1;
+  }
+  if (filter.limit !== undefined) start = Math.max(start, log.length - filter.limit);
+  return log.slice(start);
+}

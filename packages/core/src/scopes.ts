@@ -1,0 +1,84 @@
+/**
+ * Scope rules: a state key's prefix decides its bucket. `app:` keys belong to
+ * the app, `user:` keys to the user, `temp:` keys to the current invocation
+ * only, and every other key to the session.
+ */
+import { assertJsonValue, decodeValue, defineEntry, encodeValue } from './values.js';
+
+export const APP_PREFIX = 'app:';
+export const USER_PREFIX = 'user:';
+export const TEMP_PREFIX = 'temp:';
+
+/** One scope's stored entries: un-prefixed key to the value's JSON text. */
+export type Bucket = Map<string, string>;
+
+/** A state map or delta split into its scopes, values validated and encoded. */
+export interface ScopedWrites {
+  session: Bucket;
+  user: Bucket;
+  app: Bucket;
+  /** `temp:` entries, with their prefix, as given (never stored). */
+  temp: Map<string, unknown>;
+}
+
+/** Which scope a state key belongs to. */
+export function scopeOf(key: string): 'app' | 'user' | 'temp' | 'session' {
+  if (key.startsWith(APP_PREFIX)) return 'app';
+  if (key.startsWith(USER_PREFIX)) return 'user';
+  if (key.startsWith(TEMP_PREFIX)) return 'temp';
+  return 'session';
+}
+
+/**
+ * Splits a state map (initial state or an event's delta) into its scopes.
+ * Every value that would be stored is validated first, so a rejected value
+ * means nothing is written.
+ */
+export function splitState(state: Record<string, unknown> | undefined): ScopedWrites {
+  const writes: ScopedWrites = { session: new Map(), user: new Map(), app: new Map(), temp: new Map() };
+  if (state === undefined || state === null) return writes;
+  for (const key of Object.keys(state)) {
+    const value = state[key];
+    const scope = scopeOf(key);
+    if (scope === 'temp') {
+      writes.temp.set(key, value);
+      continue;
+    }
+    assertJsonValue(key, value);
+    const text = encodeValue(value);
+    if (scope === 'app') writes.app.set(key.slice(APP_PREFIX.length), text);
+    else if (scope === 'user') writes.user.set(key.slice(USER_PREFIX.length), text);
+    else writes.session.set(key, text);
+  }
+  return writes;
+}
+
+/** True when a split carries no stored write. */
+export function hasStoredWrites(writes: ScopedWrites): boolean {
+  return writes.session.size > 0 || writes.user.size > 0 || writes.app.size > 0;
+}
+
+/** Decodes one bucket into a fresh plain object of un-prefixed keys. */
+export function bucketToObject(bucket: Bucket | undefined): Record<string, unknown> {
+  const result: Record<string, unknown> = {};
+  if (bucket) for (const [key, text] of bucket) defineEntry(result, key, decodeValue(text));
+  return result;
+}
+
+/**
+ * The flat state a caller sees: the session bucket, then `app:` + key for each
+ * app entry, then `user:` + key for each user entry. Every value is a fresh copy.
+ */
+export function combineState(session: Bucket, user: Bucket | undefined, app: Bucket | undefined): Record<string, unknown> {
+  const state: Record<string, unknown> = {};
+  for (const [key, text] of session) defineEntry(state, key, decodeValue(text));
+  if (app) for (const [key, text] of app) defineEntry(state, APP_PREFIX + key, decodeValue(text));
+  if (user) for (const [key, text] of user) defineEntry(state, USER_PREFIX + key, decodeValue(text));
+  return state;
+}
+
+/** Applies `delta` on top of `bucket` in place (top-level replace, no deep merge). */
+export function mergeInto(bucket: Bucket, delta: Bucket): Bucket {
+  for (const [key, text] of delta) bucket.set(key, text);
+  return bucket;
+}

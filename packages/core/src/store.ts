@@ -1,0 +1,103 @@
+/**
+ * The persistence contract: the few atomic primitives a backend must offer.
+ * A store translates these to its backend and knows nothing of prefixes,
+ * `temp:` keys, validation or staleness; {@link StateSessionService} holds
+ * all of that. Values and events arrive already checked and encoded as JSON
+ * text; a store keeps the text and hands it back unchanged.
+ */
+import type { EventFilter, StoredEvent } from './events.js';
+import type { ListQuery } from './listing.js';
+import type { SessionKey } from './requests.js';
+import type { Bucket } from './scopes.js';
+
+export type { Bucket, EventFilter, ListQuery, SessionKey, StoredEvent };
+
+/** The stored facts about a session, apart from its events. */
+export interface SessionHead {
+  id: string;
+  appName: string;
+  userId: string;
+  lastUpdateTime: number;
+  /** Bumped by one on every write to the session; a new session has revision 1. */
+  revision: number;
+}
+
+/** A session head with its own state bucket. */
+export interface SessionRecord extends SessionHead {
+  state: Bucket;
+}
+
+export interface CreateInput {
+  key: SessionKey;
+  /** The session bucket. */
+  state: Bucket;
+  /** Merged into the user bucket (top-level replace per key). */
+  userDelta: Bucket;
+  /** Merged into the app bucket (top-level replace per key). */
+  appDelta: Bucket;
+  /** Creation time, also the first `lastUpdateTime`. */
+  createTime: number;
+}
+
+/** Result of {@link SessionStore.createSession}. */
+export type CreateResult =
+  | { status: 'created'; userState: Bucket; appState: Bucket }
+  | { status: 'exists' };
+
+export interface LoadResult {
+  session: SessionRecord;
+  userState: Bucket;
+  appState: Bucket;
+  /** The events that match the filter, in append order. */
+  events: StoredEvent[];
+}
+
+export interface AppendInput {
+  key: SessionKey;
+  /** The write happens only if the stored revision equals this. */
+  expectedRevision: number;
+  /**
+   * Stored after the last event, or in place of the stored event with the
+   * same id (keeping its position).
+   */
+  event: StoredEvent;
+  sessionDelta: Bucket;
+  userDelta: Bucket;
+  appDelta: Bucket;
+  /** The new `lastUpdateTime` (the event's timestamp). */
+  lastUpdateTime: number;
+}
+
+/** Result of {@link SessionStore.appendEvent}; `ok` means the revision is now `expectedRevision + 1`. */
+export type AppendResult = { status: 'ok' } | { status: 'stale'; revision: number } | { status: 'missing' };
+
+export interface ListResult {
+  /** How many sessions match the query in all, ignoring offset and limit. */
+  totalItems: number;
+  /** The window of the query, ordered as it asks. */
+  sessions: SessionRecord[];
+  /** The user bucket of every user that owns a returned session. */
+  userStates: Map<string, Bucket>;
+  appState: Bucket;
+}
+
+/**
+ * What a backend implements. Every method is atomic: it either happens whole
+ * or not at all, and no reader ever sees part of it.
+ */
+export interface SessionStore {
+  /** Creates the session and merges the user/app deltas, unless the key exists. */
+  createSession(input: CreateInput): Promise<CreateResult>;
+  /** The session, its buckets and the filtered events; `undefined` if the key is not stored. */
+  loadSession(key: SessionKey, filter: EventFilter): Promise<LoadResult | undefined>;
+  /** Compare-and-set on the revision, then event + deltas + lastUpdateTime + revision, all or nothing. */
+  appendEvent(input: AppendInput): Promise<AppendResult>;
+  /** Removes the session and all its events; user and app buckets stay. Unknown keys are a no-op. */
+  deleteSession(key: SessionKey): Promise<void>;
+  /** A window of an app's (or one user's) sessions with their state buckets. */
+  listSessions(query: ListQuery): Promise<ListResult>;
+  readUserState(appName: string, userId: string): Promise<Bucket>;
+  readAppState(appName: string): Promise<Bucket>;
+  /** Releases what the store opened itself (never a client the caller passed in). */
+  close?(): Promise<void>;
+}

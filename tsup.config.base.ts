@@ -1,0 +1,12 @@
+/** The one build recipe every public package uses: ESM + CommonJS + declarations. */
+import type { Options } from 'tsup';
+
+export const packageBuild: Options = {
+  entry: ['src/index.ts'],
+  format: ['esm', 'cjs'],
+  dts: true,
+  sourcemap: true,
+  clean: true,
+  target: 'node20',
+  treeshake: true,
+};
