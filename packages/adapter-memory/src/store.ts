@@ -9,16 +9,16 @@ import {
   type Bucket,
   type CreateInput,
   type CreateResult,
+  compareSessions,
   type EventFilter,
   type ListQuery,
   type ListResult,
   type LoadResult,
+  mergeInto,
   type SessionKey,
   type SessionRecord,
   type SessionStore,
   type StoredEvent,
-  compareSessions,
-  mergeInto,
   selectEvents,
 } from '@adk-state/core';
 

@@ -8,9 +8,9 @@ import { allGroups } from './groups/index.js';
 import { type GroupApi, type TestKit, uniqueName } from './kit.js';
 import type { ConformanceService, ConformanceTarget } from './target.js';
 
+export { allGroups } from './groups/index.js';
 export type { GroupApi, TestKit } from './kit.js';
 export type { Capabilities, ConformanceService, ConformanceTarget, Divergence } from './target.js';
-export { allGroups } from './groups/index.js';
 
 /** Every test id the suite declares, in order (for checking divergence records). */
 export function listConformanceTests(): string[] {

@@ -38,7 +38,10 @@ export function toEventFilter(config: GetSessionConfig | undefined): EventFilter
   const { afterTimestamp, numRecentEvents } = config;
   if (afterTimestamp !== undefined) {
     if (typeof afterTimestamp !== 'number' || Number.isNaN(afterTimestamp)) {
-      throw new InvalidArgumentError('config.afterTimestamp', `must be a number of milliseconds, got ${describe(afterTimestamp)}`);
+      throw new InvalidArgumentError(
+        'config.afterTimestamp',
+        `must be a number of milliseconds, got ${describe(afterTimestamp)}`,
+      );
     }
     filter.afterTimestamp = afterTimestamp;
   }

@@ -69,7 +69,11 @@ export function bucketToObject(bucket: Bucket | undefined): Record<string, unkno
  * The flat state a caller sees: the session bucket, then `app:` + key for each
  * app entry, then `user:` + key for each user entry. Every value is a fresh copy.
  */
-export function combineState(session: Bucket, user: Bucket | undefined, app: Bucket | undefined): Record<string, unknown> {
+export function combineState(
+  session: Bucket,
+  user: Bucket | undefined,
+  app: Bucket | undefined,
+): Record<string, unknown> {
   const state: Record<string, unknown> = {};
   for (const [key, text] of session) defineEntry(state, key, decodeValue(text));
   if (app) for (const [key, text] of app) defineEntry(state, APP_PREFIX + key, decodeValue(text));

@@ -214,7 +214,11 @@ export class StateSessionService extends BaseSessionService {
     return session;
   }
 
-  #fromRecord(record: SessionRecord, userState: LoadResult['userState'] | undefined, appState: LoadResult['appState']): Session {
+  #fromRecord(
+    record: SessionRecord,
+    userState: LoadResult['userState'] | undefined,
+    appState: LoadResult['appState'],
+  ): Session {
     const session: Session = {
       id: record.id,
       appName: record.appName,

@@ -40,9 +40,7 @@ export interface CreateInput {
 }
 
 /** Result of {@link SessionStore.createSession}. */
-export type CreateResult =
-  | { status: 'created'; userState: Bucket; appState: Bucket }
-  | { status: 'exists' };
+export type CreateResult = { status: 'created'; userState: Bucket; appState: Bucket } | { status: 'exists' };
 
 export interface LoadResult {
   session: SessionRecord;

@@ -90,7 +90,11 @@ export const identity: Group = {
 
     test('createSession requires a non-empty appName and userId', async (kit) => {
       const service = await kit.service();
-      await expectCode(service.createSession({ appName: '', userId: 'u1' }), 'INVALID_ARGUMENT', 'InvalidArgumentError');
+      await expectCode(
+        service.createSession({ appName: '', userId: 'u1' }),
+        'INVALID_ARGUMENT',
+        'InvalidArgumentError',
+      );
       await expectCode(service.createSession({ appName: kit.app(), userId: '' }), 'INVALID_ARGUMENT');
       await expectCode(
         service.createSession({ appName: kit.app(), userId: undefined as unknown as string }),

@@ -1,5 +1,29 @@
 /** Every group of the suite, in the order they run. */
 import type { Group } from '../kit.js';
+import { deletion } from './deletion.js';
+import { durability } from './durability.js';
+import { events } from './events.js';
+import { hostile } from './hostile.js';
 import { identity } from './identity.js';
+import { listing } from './listing.js';
+import { reappend } from './reappend.js';
+import { rejected } from './rejected.js';
+import { scoping } from './scoping.js';
+import { stale } from './stale.js';
+import { temp } from './temp.js';
+import { values } from './values.js';
 
-export const allGroups: readonly Group[] = [identity];
+export const allGroups: readonly Group[] = [
+  identity,
+  scoping,
+  temp,
+  values,
+  events,
+  listing,
+  deletion,
+  reappend,
+  stale,
+  hostile,
+  rejected,
+  durability,
+];

@@ -1,0 +1,63 @@
+/** Durability: what one service instance stored, another instance on the same backend reads. */
+import type { Session } from '@google/adk';
+import { expect } from 'vitest';
+import { type Group, ids, plain, put } from '../kit.js';
+
+export const durability: Group = {
+  title: 'stored data outlives the service instance',
+  define({ test }) {
+    test(
+      'a second service instance reads the state, buckets and events the first one stored',
+      async (kit) => {
+        const writer = await kit.service();
+        const appName = kit.app();
+        const session = await writer.createSession({
+          appName,
+          userId: 'u1',
+          sessionId: 's1',
+          state: { a: 1, 'user:b': 2, 'app:c': 3, 'temp:d': 4 },
+        });
+        const appended = [];
+        for (let i = 0; i < 5; i++) appended.push((await put(writer, session, { i, 'temp:t': i })).id);
+        const reader = await kit.service();
+        const loaded = await reader.getSession({ appName, userId: 'u1', sessionId: 's1' });
+        expect(plain(loaded?.state)).toEqual({ a: 1, i: 4, 'user:b': 2, 'app:c': 3 });
+        expect(ids(loaded)).toEqual(appended);
+        expect(await reader.getUserState({ appName, userId: 'u1' })).toEqual({ b: 2 });
+        expect(await reader.getAppState({ appName })).toEqual({ c: 3 });
+        expect((await reader.listSessions({ appName })).sessions.map((s) => s.id)).toEqual(['s1']);
+      },
+      { requires: 'sharedBackend' },
+    );
+
+    test(
+      'a session loaded by one instance appends through another, and the revision check spans instances',
+      async (kit) => {
+        const first = await kit.service();
+        const second = await kit.service();
+        const appName = kit.app();
+        const session = await first.createSession({ appName, userId: 'u1', sessionId: 's1' });
+        await put(first, session, { a: 1 });
+        const loaded = (await second.getSession({ appName, userId: 'u1', sessionId: 's1' })) as Session;
+        await put(second, loaded, { a: 2 });
+        const stale = await put(first, session, { a: 3 }).catch((error: { code?: string }) => error.code);
+        expect(stale).toBe('STALE_SESSION');
+        expect((await first.getSession({ appName, userId: 'u1', sessionId: 's1' }))?.state.a).toBe(2);
+      },
+      { requires: 'sharedBackend' },
+    );
+
+    test(
+      'a delete through one instance is seen by another',
+      async (kit) => {
+        const first = await kit.service();
+        const second = await kit.service();
+        const appName = kit.app();
+        await first.createSession({ appName, userId: 'u1', sessionId: 's1' });
+        await second.deleteSession({ appName, userId: 'u1', sessionId: 's1' });
+        expect(await first.getSession({ appName, userId: 'u1', sessionId: 's1' })).toBeUndefined();
+      },
+      { requires: 'sharedBackend' },
+    );
+  },
+};

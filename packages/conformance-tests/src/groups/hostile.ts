@@ -1,0 +1,186 @@
+/** Hostile ids and keys: any string is an exact, opaque id that never reaches another key's data. */
+import { expect } from 'vitest';
+import { type Group, plain, put } from '../kit.js';
+
+/** Id fragments that break naive key encodings (separators, wildcards, hash tags, paths, escapes). */
+export const HOSTILE_IDS: readonly string[] = [
+  'a:b',
+  'a/b',
+  'a.b',
+  '..',
+  '.',
+  '$a',
+  '{a}',
+  '{',
+  '}',
+  '*',
+  '?',
+  '[a]',
+  'a\\b',
+  '"q"',
+  '__proto__',
+  'constructor',
+  '__name__',
+  ' a',
+  'a ',
+  'A',
+  'a',
+  'a\nb',
+  'a\u0000b',
+  '%2F',
+  'ünï©ødé 🚀',
+  '\u{10000}',
+  '\uffff',
+  'x'.repeat(1024),
+];
+
+export const hostile: Group = {
+  title: 'hostile ids and keys never collide',
+  define({ test }) {
+    test('every hostile string works as a sessionId, exactly and apart from the others', async (kit) => {
+      const service = await kit.service();
+      const appName = kit.app();
+      for (const sessionId of HOSTILE_IDS) {
+        const session = await service.createSession({ appName, userId: 'u1', sessionId, state: { me: sessionId } });
+        await put(service, session, { again: sessionId });
+      }
+      for (const sessionId of HOSTILE_IDS) {
+        const loaded = await service.getSession({ appName, userId: 'u1', sessionId });
+        expect(loaded?.id).toBe(sessionId);
+        expect(plain(loaded?.state)).toEqual({ me: sessionId, again: sessionId });
+        expect(loaded?.events).toHaveLength(1);
+      }
+      const listed = await service.listSessions({ appName, userId: 'u1' });
+      expect(listed.sessions.map((s) => s.id).sort()).toEqual([...HOSTILE_IDS].sort());
+    });
+
+    test('every hostile string works as a userId with buckets of its own', async (kit) => {
+      const service = await kit.service();
+      const appName = kit.app();
+      for (const userId of HOSTILE_IDS) {
+        const session = await service.createSession({ appName, userId, sessionId: 's', state: { 'user:me': userId } });
+        await put(service, session, { own: userId });
+      }
+      for (const userId of HOSTILE_IDS) {
+        expect(await service.getUserState({ appName, userId })).toEqual({ me: userId });
+        const loaded = await service.getSession({ appName, userId, sessionId: 's' });
+        expect(loaded?.userId).toBe(userId);
+        expect(plain(loaded?.state)).toEqual({ own: userId, 'user:me': userId });
+        const listed = await service.listSessions({ appName, userId });
+        expect(listed.sessions.map((s) => [s.userId, s.id])).toEqual([[userId, 's']]);
+      }
+      expect((await service.listSessions({ appName })).totalItems).toBe(HOSTILE_IDS.length);
+    });
+
+    test('every hostile string works inside an appName without reaching a neighbour app', async (kit) => {
+      const service = await kit.service();
+      const base = kit.app();
+      for (const id of HOSTILE_IDS) {
+        const appName = `${base}${id}`;
+        await service.createSession({ appName, userId: 'u', sessionId: 's', state: { 'app:me': id, own: id } });
+      }
+      for (const id of HOSTILE_IDS) {
+        const appName = `${base}${id}`;
+        expect(await service.getAppState({ appName })).toEqual({ me: id });
+        const listed = await service.listSessions({ appName });
+        expect(listed.sessions.map((s) => s.appName)).toEqual([appName]);
+        expect(plain(listed.sessions[0]?.state)).toEqual({ own: id, 'app:me': id });
+      }
+    });
+
+    test('keys that would collide when joined with a separator stay apart', async (kit) => {
+      const service = await kit.service();
+      const base = kit.app();
+      const triples: Array<[string, string, string]> = [
+        [`${base}a:b`, 'c', 'd'],
+        [`${base}a`, 'b:c', 'd'],
+        [`${base}a`, 'b', 'c:d'],
+        [`${base}a/b`, 'c', 'd'],
+        [`${base}a`, 'b/c', 'd'],
+        [`${base}a`, 'b', 'c/d'],
+        [`${base}a`, 'b', 'c\u0000d'],
+        [`${base}a\u0000b`, 'c', 'd'],
+        [`${base}a{b}`, 'c', 'd'],
+        [`${base}a`, '{b}c', 'd'],
+        [`${base}a.b`, 'c', 'd'],
+        [`${base}a`, 'b.c', 'd'],
+        [`${base}a|b`, 'c', 'd'],
+        [`${base}a`, 'b|c', 'd'],
+      ];
+      for (const [appName, userId, sessionId] of triples) {
+        const tag = `${appName}|${userId}|${sessionId}`;
+        await service.createSession({
+          appName,
+          userId,
+          sessionId,
+          state: { tag, 'user:tag': tag, 'app:tag': appName },
+        });
+      }
+      // Several triples share an (app, user) pair: its bucket holds the tag written last.
+      const lastUserTag = new Map<string, string>();
+      for (const [appName, userId, sessionId] of triples) {
+        lastUserTag.set(JSON.stringify([appName, userId]), `${appName}|${userId}|${sessionId}`);
+      }
+      for (const [appName, userId, sessionId] of triples) {
+        const tag = `${appName}|${userId}|${sessionId}`;
+        const loaded = await service.getSession({ appName, userId, sessionId });
+        expect(loaded?.state.tag).toBe(tag);
+        expect(loaded?.state['app:tag']).toBe(appName);
+        const userTag = lastUserTag.get(JSON.stringify([appName, userId]));
+        expect(loaded?.state['user:tag']).toBe(userTag);
+        expect(await service.getUserState({ appName, userId })).toEqual({ tag: userTag });
+      }
+    });
+
+    test('ids are exact: no trimming, no case folding, no normalisation', async (kit) => {
+      const service = await kit.service();
+      const appName = kit.app();
+      const variants = ['id', ' id', 'id ', 'ID', 'Id', 'é', 'e\u0301'];
+      for (const sessionId of variants)
+        await service.createSession({ appName, userId: 'u', sessionId, state: { v: sessionId } });
+      for (const sessionId of variants) {
+        expect((await service.getSession({ appName, userId: 'u', sessionId }))?.state.v).toBe(sessionId);
+      }
+      expect(await service.getSession({ appName, userId: 'u', sessionId: 'iD' })).toBeUndefined();
+      expect(await service.getSession({ appName: `${appName} `, userId: 'u', sessionId: 'id' })).toBeUndefined();
+    });
+
+    test('hostile state keys round-trip exactly in every scope', async (kit) => {
+      const service = await kit.service();
+      const appName = kit.app();
+      const keys = [
+        'a.b',
+        '$set',
+        'a.$b',
+        '`tick`',
+        '~',
+        '*',
+        'a/b',
+        '__proto__',
+        '__name__',
+        'x'.repeat(1024),
+        '🔑',
+        'a:b',
+      ];
+      const state: Record<string, unknown> = {};
+      for (const key of keys) {
+        Object.defineProperty(state, key, { value: key, enumerable: true, configurable: true, writable: true });
+        state[`user:${key}`] = `u-${key}`;
+        state[`app:${key}`] = `a-${key}`;
+      }
+      const created = await service.createSession({ appName, userId: 'u1', state: {} });
+      await put(service, created, state);
+      const loaded = await service.getSession({ appName, userId: 'u1', sessionId: created.id });
+      expect(Object.keys(loaded?.state ?? {}).sort()).toEqual(Object.keys(state).sort());
+      for (const key of Object.keys(state)) {
+        expect(Object.getOwnPropertyDescriptor(loaded?.state, key)?.value).toBe(
+          Object.getOwnPropertyDescriptor(state, key)?.value,
+        );
+      }
+      const user = await service.getUserState({ appName, userId: 'u1' });
+      expect(Object.getOwnPropertyDescriptor(user, '__proto__')?.value).toBe('u-__proto__');
+      expect(user['a.b']).toBe('u-a.b');
+      expect(Object.getPrototypeOf(loaded?.state)).toBe(Object.prototype);
+    });
+  },
+};

@@ -1,0 +1,210 @@
+/** Listing and pagination, with @google/adk 2.0.0's metadata rules. */
+import type { Session } from '@google/adk';
+import { expect } from 'vitest';
+import { expectCode, type Group, plain, put } from '../kit.js';
+import type { ConformanceService } from '../target.js';
+
+/** Sessions with known update times: u1 owns s1..s5, u2 owns t1, t2; s2 and s4 tie at 4,000. */
+async function seed(service: ConformanceService, appName: string): Promise<void> {
+  const plan: Array<[string, string, number]> = [
+    ['u1', 's1', 5_000],
+    ['u1', 's2', 4_000],
+    ['u1', 's3', 1_000],
+    ['u1', 's4', 4_000],
+    ['u1', 's5', 2_000],
+    ['u2', 't1', 3_000],
+    ['u2', 't2', 6_000],
+  ];
+  for (const [userId, sessionId, timestamp] of plan) {
+    const session = await service.createSession({ appName, userId, sessionId, state: { own: sessionId } });
+    await put(service, session, { [`user:${userId}`]: true }, { timestamp });
+  }
+}
+
+const names = (sessions: Session[]) => sessions.map((session) => session.id);
+
+export const listing: Group = {
+  title: 'listing and pagination',
+  define({ test }) {
+    test('no parameters list every session of the user as page 1, oldest update first, ties by id', async (kit) => {
+      const service = await kit.service();
+      const appName = kit.app();
+      await seed(service, appName);
+      const response = await service.listSessions({ appName, userId: 'u1' });
+      expect(names(response.sessions)).toEqual(['s3', 's5', 's2', 's4', 's1']);
+      expect({ ...response, sessions: undefined }).toEqual({
+        sessions: undefined,
+        page: 1,
+        limit: 5,
+        totalItems: 5,
+        totalPages: 1,
+      });
+    });
+
+    test('userId omitted lists every user of the app; other apps never appear', async (kit) => {
+      const service = await kit.service();
+      const appName = kit.app('app');
+      await seed(service, appName);
+      await service.createSession({ appName: `${appName}2`, userId: 'u1', sessionId: 'elsewhere' });
+      const response = await service.listSessions({ appName });
+      expect(names(response.sessions)).toEqual(['s3', 's5', 't1', 's2', 's4', 's1', 't2']);
+      expect(response.totalItems).toBe(7);
+      expect(response.sessions.map((s) => s.userId)).toEqual(['u1', 'u1', 'u2', 'u1', 'u1', 'u1', 'u2']);
+    });
+
+    test('order desc lists newest first, ties still by id ascending', async (kit) => {
+      const service = await kit.service();
+      const appName = kit.app();
+      await seed(service, appName);
+      const response = await service.listSessions({ appName, userId: 'u1', order: 'desc' });
+      expect(names(response.sessions)).toEqual(['s1', 's2', 's4', 's5', 's3']);
+    });
+
+    test('each listed session has its combined state and no events', async (kit) => {
+      const service = await kit.service();
+      const appName = kit.app();
+      await seed(service, appName);
+      const first = await service.getSession({ appName, userId: 'u2', sessionId: 't1' });
+      await put(service, first as Session, { 'app:shared': 1 }, { timestamp: 3_000 });
+      const response = await service.listSessions({ appName });
+      const t1 = response.sessions.find((s) => s.id === 't1');
+      const s1 = response.sessions.find((s) => s.id === 's1');
+      expect(plain(t1?.state)).toEqual({ own: 't1', 'user:u2': true, 'app:shared': 1 });
+      expect(plain(s1?.state)).toEqual({ own: 's1', 'user:u1': true, 'app:shared': 1 });
+      expect(t1?.events).toEqual([]);
+      expect(s1?.lastUpdateTime).toBe(5_000);
+    });
+
+    test('limit and page give that page with page, limit, totalItems and totalPages', async (kit) => {
+      const service = await kit.service();
+      const appName = kit.app();
+      await seed(service, appName);
+      const page2 = await service.listSessions({ appName, userId: 'u1', limit: 2, page: 2 });
+      expect(names(page2.sessions)).toEqual(['s2', 's4']);
+      expect({
+        page: page2.page,
+        limit: page2.limit,
+        totalItems: page2.totalItems,
+        totalPages: page2.totalPages,
+      }).toEqual({ page: 2, limit: 2, totalItems: 5, totalPages: 3 });
+      const page3 = await service.listSessions({ appName, userId: 'u1', limit: 2, page: 3 });
+      expect(names(page3.sessions)).toEqual(['s1']);
+      const beyond = await service.listSessions({ appName, userId: 'u1', limit: 2, page: 9 });
+      expect(names(beyond.sessions)).toEqual([]);
+      expect(beyond.page).toBe(9);
+      expect(beyond.totalPages).toBe(3);
+    });
+
+    test('page wins over offset', async (kit) => {
+      const service = await kit.service();
+      const appName = kit.app();
+      await seed(service, appName);
+      const response = await service.listSessions({ appName, userId: 'u1', limit: 2, page: 1, offset: 3 });
+      expect(names(response.sessions)).toEqual(['s3', 's5']);
+      expect(response.page).toBe(1);
+    });
+
+    test('limit with offset starts at the offset and reports the page it falls in', async (kit) => {
+      const service = await kit.service();
+      const appName = kit.app();
+      await seed(service, appName);
+      const response = await service.listSessions({ appName, userId: 'u1', limit: 2, offset: 3 });
+      expect(names(response.sessions)).toEqual(['s4', 's1']);
+      expect({
+        page: response.page,
+        limit: response.limit,
+        totalItems: response.totalItems,
+        totalPages: response.totalPages,
+      }).toEqual({
+        page: 2,
+        limit: 2,
+        totalItems: 5,
+        totalPages: 3,
+      });
+    });
+
+    test('limit 0 gives no sessions and totalPages 0', async (kit) => {
+      const service = await kit.service();
+      const appName = kit.app();
+      await seed(service, appName);
+      const response = await service.listSessions({ appName, userId: 'u1', limit: 0 });
+      expect(response).toEqual({ sessions: [], page: 1, limit: 0, totalItems: 5, totalPages: 0 });
+      const paged = await service.listSessions({ appName, userId: 'u1', limit: 0, page: 4 });
+      expect(paged).toEqual({ sessions: [], page: 4, limit: 0, totalItems: 5, totalPages: 0 });
+    });
+
+    test('offset without limit skips sessions and still reports page 1 of everything', async (kit) => {
+      const service = await kit.service();
+      const appName = kit.app();
+      await seed(service, appName);
+      const response = await service.listSessions({ appName, userId: 'u1', offset: 3 });
+      expect(names(response.sessions)).toEqual(['s4', 's1']);
+      expect({
+        page: response.page,
+        limit: response.limit,
+        totalItems: response.totalItems,
+        totalPages: response.totalPages,
+      }).toEqual({
+        page: 1,
+        limit: 5,
+        totalItems: 5,
+        totalPages: 1,
+      });
+      const pageOnly = await service.listSessions({ appName, userId: 'u1', page: 2 });
+      expect(names(pageOnly.sessions)).toEqual(['s3', 's5', 's2', 's4', 's1']);
+      expect(pageOnly.page).toBe(1);
+    });
+
+    test('an app or user without sessions gives an empty first page', async (kit) => {
+      const service = await kit.service();
+      const appName = kit.app();
+      expect(await service.listSessions({ appName })).toEqual({
+        sessions: [],
+        page: 1,
+        limit: 0,
+        totalItems: 0,
+        totalPages: 0,
+      });
+      await seed(service, appName);
+      expect(await service.listSessions({ appName, userId: 'nobody', limit: 10, offset: 20 })).toEqual({
+        sessions: [],
+        page: 3,
+        limit: 10,
+        totalItems: 0,
+        totalPages: 0,
+      });
+    });
+
+    test("userId '' is an InvalidArgumentError, never all users", async (kit) => {
+      const service = await kit.service();
+      const appName = kit.app();
+      await seed(service, appName);
+      await expectCode(service.listSessions({ appName, userId: '' }), 'INVALID_ARGUMENT', 'InvalidArgumentError');
+      await expectCode(service.listSessions({ appName: '' }), 'INVALID_ARGUMENT');
+    });
+
+    test('negative or fractional limit, offset or page are InvalidArgumentErrors', async (kit) => {
+      const service = await kit.service();
+      const appName = kit.app();
+      for (const bad of [
+        { limit: -1 },
+        { limit: 1.5 },
+        { offset: -2 },
+        { page: 0, limit: 2 },
+        { page: 1.5, limit: 2 },
+      ]) {
+        await expectCode(service.listSessions({ appName, ...bad }), 'INVALID_ARGUMENT');
+      }
+    });
+
+    test('an update moves a session in the order', async (kit) => {
+      const service = await kit.service();
+      const appName = kit.app();
+      await seed(service, appName);
+      const s3 = await service.getSession({ appName, userId: 'u1', sessionId: 's3' });
+      await put(service, s3 as Session, {}, { timestamp: 9_000 });
+      const response = await service.listSessions({ appName, userId: 'u1', limit: 2, page: 3 });
+      expect(names(response.sessions)).toEqual(['s3']);
+    });
+  },
+};

@@ -1,0 +1,157 @@
+/** Bad input: non-JSON values and malformed requests are refused with typed errors, and nothing is written. */
+import type { Session } from '@google/adk';
+import { expect } from 'vitest';
+import { expectCode, type Group, ids, makeEvent, plain, put } from '../kit.js';
+
+class Point {
+  constructor(
+    public x: number,
+    public y: number,
+  ) {}
+}
+
+function cycle(): unknown {
+  const node: Record<string, unknown> = { name: 'loop' };
+  node.self = { back: node };
+  return node;
+}
+
+/** Non-JSON values, each with the path the error must name inside `{ outer: [ok, <value>] }`. */
+const BAD_VALUES: Array<[string, () => unknown]> = [
+  ['undefined', () => undefined],
+  ['a function', () => () => 1],
+  ['a symbol', () => Symbol('s')],
+  ['a BigInt', () => BigInt(1)],
+  ['NaN', () => Number.NaN],
+  ['Infinity', () => Number.POSITIVE_INFINITY],
+  ['-Infinity', () => Number.NEGATIVE_INFINITY],
+  ['a Date', () => new Date(0)],
+  ['a Map', () => new Map([[1, 2]])],
+  ['a Set', () => new Set([1])],
+  ['a class instance', () => new Point(1, 2)],
+  ['a typed array', () => new Uint8Array([1, 2])],
+  ['a RegExp', () => /x/],
+  ['a boxed string', () => new String('s')],
+  // biome-ignore lint/suspicious/noSparseArray: a hole is exactly what must be refused
+  ['a sparse array', () => [1, , 3]],
+];
+
+export const rejected: Group = {
+  title: 'bad input is refused and nothing is written',
+  define({ test }) {
+    test('each non-JSON value is a StateValueError naming the key and the path, and createSession stores nothing', async (kit) => {
+      const service = await kit.service();
+      const appName = kit.app();
+      for (const [label, make] of BAD_VALUES) {
+        const sessionId = `s-${label}`;
+        const error = await expectCode(
+          service.createSession({
+            appName,
+            userId: 'u1',
+            sessionId,
+            state: { fine: 1, 'user:fine': 1, 'app:fine': 1, 'user:bad': { outer: ['ok', make()] } },
+          }),
+          'INVALID_STATE_VALUE',
+          'StateValueError',
+        );
+        expect((error as { key?: string }).key, label).toBe('user:bad');
+        expect((error as { path?: string }).path, label).toMatch(/^\$\.outer\[1\]/);
+        expect(error.message, label).toContain('user:bad');
+        expect(await service.getSession({ appName, userId: 'u1', sessionId }), label).toBeUndefined();
+      }
+      expect(await service.getUserState({ appName, userId: 'u1' })).toEqual({});
+      expect(await service.getAppState({ appName })).toEqual({});
+    });
+
+    test('a cycle is a StateValueError, not a crash', async (kit) => {
+      const service = await kit.service();
+      const appName = kit.app();
+      const error = await expectCode(
+        service.createSession({ appName, userId: 'u1', state: { loop: cycle() } }),
+        'INVALID_STATE_VALUE',
+      );
+      expect((error as { path?: string }).path).toBe('$.self.back');
+    });
+
+    test('a bad value in a delta refuses the whole event: no event, no state, caller untouched', async (kit) => {
+      const service = await kit.service();
+      const appName = kit.app();
+      const session = await service.createSession({ appName, userId: 'u1', state: { keep: 1 } });
+      await put(service, session, { before: true });
+      for (const [label, make] of BAD_VALUES) {
+        const snapshot = { state: { ...session.state }, events: ids(session) };
+        const event = makeEvent({ good: 1, 'user:good': 1, 'app:good': 1, 'temp:t': 1, bad: { nested: [0, make()] } });
+        const error = await expectCode(
+          service.appendEvent({ session, event }),
+          'INVALID_STATE_VALUE',
+          'StateValueError',
+        );
+        expect((error as { key?: string }).key, label).toBe('bad');
+        expect((error as { path?: string }).path, label).toMatch(/^\$\.nested\[1\]/);
+        expect(session.state, label).toEqual(snapshot.state);
+        expect(ids(session), label).toEqual(snapshot.events);
+      }
+      const loaded = await service.getSession({ appName, userId: 'u1', sessionId: session.id });
+      expect(plain(loaded?.state)).toEqual({ keep: 1, before: true });
+      expect(loaded?.events).toHaveLength(1);
+      expect(await service.getUserState({ appName, userId: 'u1' })).toEqual({});
+      expect(await service.getAppState({ appName })).toEqual({});
+      await put(service, session, { after: true });
+      expect((await service.getSession({ appName, userId: 'u1', sessionId: session.id }))?.events).toHaveLength(2);
+    });
+
+    test('an event without a non-empty id or a finite timestamp is an InvalidArgumentError', async (kit) => {
+      const service = await kit.service();
+      const appName = kit.app();
+      const session = await service.createSession({ appName, userId: 'u1' });
+      const noId = makeEvent({ a: 1 });
+      noId.id = '';
+      await expectCode(service.appendEvent({ session, event: noId }), 'INVALID_ARGUMENT', 'InvalidArgumentError');
+      for (const timestamp of [Number.NaN, Number.POSITIVE_INFINITY, '1' as unknown as number]) {
+        const event = makeEvent({ a: 1 });
+        event.timestamp = timestamp;
+        await expectCode(service.appendEvent({ session, event }), 'INVALID_ARGUMENT');
+      }
+      const loaded = await service.getSession({ appName, userId: 'u1', sessionId: session.id });
+      expect(loaded?.events).toEqual([]);
+      expect(plain(loaded?.state)).toEqual({});
+    });
+
+    test('appending to a session that was never created is a SessionNotFoundError', async (kit) => {
+      const service = await kit.service();
+      const appName = kit.app();
+      const ghost: Session = { id: 'ghost', appName, userId: 'u1', state: {}, events: [], lastUpdateTime: 0 };
+      const error = await expectCode(put(service, ghost, { a: 1 }), 'SESSION_NOT_FOUND', 'SessionNotFoundError');
+      expect(error.message.startsWith('Session ghost not found')).toBe(true);
+      expect(await service.getSession({ appName, userId: 'u1', sessionId: 'ghost' })).toBeUndefined();
+    });
+
+    test('an event that cannot be serialised is refused before anything is written', async (kit) => {
+      const service = await kit.service();
+      const appName = kit.app();
+      const session = await service.createSession({ appName, userId: 'u1' });
+      const event = makeEvent({ a: 1 });
+      (event as unknown as Record<string, unknown>).customMetadata = { big: BigInt(1) };
+      await expectCode(service.appendEvent({ session, event }), 'INVALID_ARGUMENT');
+      expect(plain((await service.getSession({ appName, userId: 'u1', sessionId: session.id }))?.state)).toEqual({});
+      expect(session.events).toEqual([]);
+    });
+
+    test('a non-object initial state is an InvalidArgumentError', async (kit) => {
+      const service = await kit.service();
+      const appName = kit.app();
+      for (const state of [[1, 2], 'text', 5]) {
+        await expectCode(
+          service.createSession({
+            appName,
+            userId: 'u1',
+            sessionId: 's',
+            state: state as unknown as Record<string, unknown>,
+          }),
+          'INVALID_ARGUMENT',
+        );
+      }
+      expect(await service.getSession({ appName, userId: 'u1', sessionId: 's' })).toBeUndefined();
+    });
+  },
+};

@@ -1,0 +1,261 @@
+/** Stale writers: a session object built on an old revision never overwrites newer data. */
+import type { Session } from '@google/adk';
+import { expect } from 'vitest';
+import { expectCode, type Group, ids, makeEvent, plain, put } from '../kit.js';
+
+async function twoCopies(service: Parameters<typeof put>[0], appName: string): Promise<[Session, Session]> {
+  const created = await service.createSession({ appName, userId: 'u1', sessionId: 's1', state: { n: 0 } });
+  await put(service, created, { n: 1 });
+  const key = { appName, userId: 'u1', sessionId: 's1' };
+  return [(await service.getSession(key)) as Session, (await service.getSession(key)) as Session];
+}
+
+export const stale: Group = {
+  title: 'stale writers are refused',
+  define({ test }) {
+    test('a session object older than the stored session gets StaleSessionError and writes nothing', async (kit) => {
+      const service = await kit.service();
+      const appName = kit.app();
+      const [a, b] = await twoCopies(service, appName);
+      const winner = await put(service, a, { n: 2, 'user:u': 'a' });
+      const before = { state: { ...b.state }, events: [...b.events] };
+      const error = await expectCode(
+        put(service, b, { n: 3, 'user:u': 'b', 'app:x': 1 }),
+        'STALE_SESSION',
+        'StaleSessionError',
+      );
+      expect(error.message).toContain('s1');
+      expect(b.state).toEqual(before.state);
+      expect(b.events).toEqual(before.events);
+      const loaded = await service.getSession({ appName, userId: 'u1', sessionId: 's1' });
+      expect(plain(loaded?.state)).toEqual({ n: 2, 'user:u': 'a' });
+      expect(ids(loaded)[ids(loaded).length - 1]).toBe(winner.id);
+      expect(loaded?.events).toHaveLength(2);
+      expect(await service.getAppState({ appName })).toEqual({});
+    });
+
+    test('a refused event keeps its temp: keys and may be appended again after a reload', async (kit) => {
+      const service = await kit.service();
+      const appName = kit.app();
+      const [a, b] = await twoCopies(service, appName);
+      await put(service, a, { n: 2 });
+      const event = makeEvent({ 'temp:t': 1, m: 1 });
+      await expectCode(service.appendEvent({ session: b, event }), 'STALE_SESSION');
+      expect(plain(event.actions.stateDelta)).toEqual({ 'temp:t': 1, m: 1 });
+      const fresh = (await service.getSession({ appName, userId: 'u1', sessionId: 's1' })) as Session;
+      await service.appendEvent({ session: fresh, event });
+      expect(fresh.state['temp:t']).toBe(1);
+      expect(plain((await service.getSession({ appName, userId: 'u1', sessionId: 's1' }))?.state)).toEqual({
+        n: 2,
+        m: 1,
+      });
+    });
+
+    test('one session object appending many times in the same millisecond is never stale', async (kit) => {
+      const service = await kit.service();
+      const appName = kit.app();
+      const session = await service.createSession({ appName, userId: 'u1' });
+      const appended = [];
+      for (let i = 0; i < 20; i++) appended.push((await put(service, session, { i }, { timestamp: 1_000 })).id);
+      const loaded = await service.getSession({ appName, userId: 'u1', sessionId: session.id });
+      expect(ids(loaded)).toEqual(appended);
+      expect(loaded?.state.i).toBe(19);
+    });
+
+    test('events with older timestamps than the stored lastUpdateTime are not stale', async (kit) => {
+      const service = await kit.service();
+      const appName = kit.app();
+      const session = await service.createSession({ appName, userId: 'u1' });
+      await put(service, session, { a: 1 }, { timestamp: Date.now() + 3_600_000 });
+      await put(service, session, { a: 2 }, { timestamp: 1_000 });
+      const copy = (await service.getSession({ appName, userId: 'u1', sessionId: session.id })) as Session;
+      await put(service, copy, { a: 3 }, { timestamp: 500 });
+      expect((await service.getSession({ appName, userId: 'u1', sessionId: session.id }))?.state.a).toBe(3);
+    });
+
+    test('a fresh read is current even when the stored lastUpdateTime is in the future', async (kit) => {
+      const service = await kit.service();
+      const appName = kit.app();
+      const session = await service.createSession({ appName, userId: 'u1' });
+      await put(service, session, {}, { timestamp: Date.now() + 86_400_000 });
+      const fresh = (await service.getSession({ appName, userId: 'u1', sessionId: session.id })) as Session;
+      await put(service, fresh, { ok: true }, { timestamp: Date.now() });
+      expect(fresh.state.ok).toBe(true);
+    });
+
+    test('a session read with an event filter is still current', async (kit) => {
+      const service = await kit.service();
+      const appName = kit.app();
+      const session = await service.createSession({ appName, userId: 'u1' });
+      for (let i = 0; i < 5; i++) await put(service, session, { i });
+      const tail = (await service.getSession({
+        appName,
+        userId: 'u1',
+        sessionId: session.id,
+        config: { numRecentEvents: 0 },
+      })) as Session;
+      await put(service, tail, { i: 99 });
+      expect((await service.getSession({ appName, userId: 'u1', sessionId: session.id }))?.events).toHaveLength(6);
+    });
+
+    test('a hand-built or cloned session is current when its newest event is the newest stored event', async (kit) => {
+      const service = await kit.service();
+      const appName = kit.app();
+      const session = await service.createSession({ appName, userId: 'u1', sessionId: 's1' });
+      await put(service, session, { a: 1 });
+      const clone = structuredClone({ ...session, events: session.events.map((e) => ({ ...e })) }) as Session;
+      await put(service, clone, { a: 2 });
+      const byHand: Session = {
+        id: 's1',
+        appName,
+        userId: 'u1',
+        state: {},
+        events: [...clone.events],
+        lastUpdateTime: 0,
+      };
+      await put(service, byHand, { a: 3 });
+      expect((await service.getSession({ appName, userId: 'u1', sessionId: 's1' }))?.state.a).toBe(3);
+      const empty: Session = { id: 's1', appName, userId: 'u1', state: {}, events: [], lastUpdateTime: 0 };
+      await expectCode(put(service, empty, { a: 4 }), 'STALE_SESSION');
+      const old = structuredClone({ ...session, events: session.events.slice(0, 1).map((e) => ({ ...e })) }) as Session;
+      await expectCode(put(service, old, { a: 5 }), 'STALE_SESSION');
+      expect((await service.getSession({ appName, userId: 'u1', sessionId: 's1' }))?.state.a).toBe(3);
+    });
+
+    test('a hand-built session of a new session without events is current', async (kit) => {
+      const service = await kit.service();
+      const appName = kit.app();
+      await service.createSession({ appName, userId: 'u1', sessionId: 's1' });
+      const byHand: Session = { id: 's1', appName, userId: 'u1', state: {}, events: [], lastUpdateTime: 0 };
+      await put(service, byHand, { a: 1 });
+      expect((await service.getSession({ appName, userId: 'u1', sessionId: 's1' }))?.state.a).toBe(1);
+    });
+
+    test('of two concurrent appends from the same revision exactly one succeeds', async (kit) => {
+      const service = await kit.service();
+      const appName = kit.app();
+      const [a, b] = await twoCopies(service, appName);
+      const results = await Promise.allSettled([put(service, a, { who: 'a' }), put(service, b, { who: 'b' })]);
+      const won = results.filter((r) => r.status === 'fulfilled');
+      const lost = results.filter((r) => r.status === 'rejected') as PromiseRejectedResult[];
+      expect(won).toHaveLength(1);
+      expect(lost).toHaveLength(1);
+      expect((lost[0]?.reason as { code?: string }).code).toBe('STALE_SESSION');
+      const winnerEvent = (won[0] as PromiseFulfilledResult<{ id: string }>).value;
+      const loaded = await service.getSession({ appName, userId: 'u1', sessionId: 's1' });
+      expect(loaded?.events).toHaveLength(2);
+      expect(ids(loaded)[1]).toBe(winnerEvent.id);
+      expect(loaded?.state.who).toBe(results[0]?.status === 'fulfilled' ? 'a' : 'b');
+    });
+
+    test('of ten concurrent appends from the same revision exactly one succeeds', async (kit) => {
+      const service = await kit.service();
+      const appName = kit.app();
+      await service.createSession({ appName, userId: 'u1', sessionId: 's1' });
+      const copies = await Promise.all(
+        Array.from({ length: 10 }, () => service.getSession({ appName, userId: 'u1', sessionId: 's1' })),
+      );
+      const results = await Promise.allSettled(
+        copies.map((copy, i) => put(service, copy as Session, { [`k${i}`]: i })),
+      );
+      expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+      for (const r of results) {
+        if (r.status === 'rejected') expect((r.reason as { code?: string }).code).toBe('STALE_SESSION');
+      }
+      const loaded = await service.getSession({ appName, userId: 'u1', sessionId: 's1' });
+      expect(loaded?.events).toHaveLength(1);
+      expect(Object.keys(plain(loaded?.state))).toHaveLength(1);
+    });
+
+    test("onStale: 'reload' reloads the caller's session in place and then applies the event", async (kit) => {
+      const service = await kit.service({ onStale: 'reload' });
+      const appName = kit.app();
+      const [a, b] = await twoCopies(service, appName);
+      const stateObject = b.state;
+      const eventsArray = b.events;
+      b.state['temp:carry'] = 'kept';
+      const first = await put(service, a, { n: 2, 'user:u': 'a' });
+      const second = await put(service, b, { m: 1 });
+      expect(b.state).toBe(stateObject);
+      expect(b.events).toBe(eventsArray);
+      expect(plain(b.state)).toEqual({ n: 2, m: 1, 'user:u': 'a', 'temp:carry': 'kept' });
+      expect(ids(b).slice(-2)).toEqual([first.id, second.id]);
+      const loaded = await service.getSession({ appName, userId: 'u1', sessionId: 's1' });
+      expect(plain(loaded?.state)).toEqual({ n: 2, m: 1, 'user:u': 'a' });
+      expect(ids(loaded)).toEqual(ids(b));
+    });
+
+    test("onStale: 'reload' under concurrency loses, duplicates and reorders nothing", async (kit) => {
+      const service = await kit.service({ onStale: 'reload' });
+      const appName = kit.app();
+      await service.createSession({ appName, userId: 'u1', sessionId: 's1' });
+      const writers = await Promise.all(
+        [0, 1, 2].map(() => service.getSession({ appName, userId: 'u1', sessionId: 's1' })),
+      );
+      const written: string[][] = [[], [], []];
+      await Promise.all(
+        writers.map(async (writer, w) => {
+          for (let i = 0; i < 10; i++) written[w]?.push((await put(service, writer as Session, { [`w${w}`]: i })).id);
+        }),
+      );
+      const loaded = await service.getSession({ appName, userId: 'u1', sessionId: 's1' });
+      const stored = ids(loaded);
+      expect(stored).toHaveLength(30);
+      expect(new Set(stored).size).toBe(30);
+      for (const mine of written) expect(stored.filter((id) => mine.includes(id))).toEqual(mine);
+      expect(plain(loaded?.state)).toEqual({ w0: 9, w1: 9, w2: 9 });
+    });
+
+    test(
+      'two service instances on one backend: exactly one of two concurrent appends wins',
+      async (kit) => {
+        const first = await kit.service();
+        const second = await kit.service();
+        const appName = kit.app();
+        await first.createSession({ appName, userId: 'u1', sessionId: 's1' });
+        const key = { appName, userId: 'u1', sessionId: 's1' };
+        for (let round = 0; round < 5; round++) {
+          const [a, b] = await Promise.all([first.getSession(key), second.getSession(key)]);
+          const results = await Promise.allSettled([
+            put(first, a as Session, { round, who: 'first' }),
+            put(second, b as Session, { round, who: 'second' }),
+          ]);
+          expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+          const lost = results.find((r) => r.status === 'rejected') as PromiseRejectedResult;
+          expect((lost.reason as { code?: string }).code).toBe('STALE_SESSION');
+        }
+        const loaded = await second.getSession(key);
+        expect(loaded?.events).toHaveLength(5);
+        expect(loaded?.state.round).toBe(4);
+      },
+      { requires: 'sharedBackend' },
+    );
+
+    test(
+      "two service instances with onStale: 'reload' lose, duplicate and reorder nothing",
+      async (kit) => {
+        const first = await kit.service({ onStale: 'reload' });
+        const second = await kit.service({ onStale: 'reload' });
+        const appName = kit.app();
+        await first.createSession({ appName, userId: 'u1', sessionId: 's1' });
+        const key = { appName, userId: 'u1', sessionId: 's1' };
+        const services = [first, second];
+        const written: string[][] = [[], []];
+        await Promise.all(
+          services.map(async (service, w) => {
+            const session = (await service.getSession(key)) as Session;
+            for (let i = 0; i < 15; i++)
+              written[w]?.push((await put(service, session, { [`w${w}`]: i, 'user:n': i })).id);
+          }),
+        );
+        const loaded = await first.getSession(key);
+        const stored = ids(loaded);
+        expect(stored).toHaveLength(30);
+        expect(new Set(stored).size).toBe(30);
+        for (const mine of written) expect(stored.filter((id) => mine.includes(id))).toEqual(mine);
+        expect(plain(loaded?.state)).toMatchObject({ w0: 14, w1: 14 });
+      },
+      { requires: 'sharedBackend' },
+    );
+  },
+};
