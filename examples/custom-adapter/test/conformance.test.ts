@@ -1,0 +1,19 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { runConformanceSuite } from '@adk-state/conformance-tests';
+import { FileSessionService } from '../src/index.js';
+
+let directory = '';
+
+runConformanceSuite({
+  name: 'example file store',
+  setup: async () => {
+    directory = await mkdtemp(join(tmpdir(), 'adk-state-files-'));
+  },
+  teardown: async () => {
+    await rm(directory, { recursive: true, force: true });
+  },
+  create: (options) => new FileSessionService(directory, options),
+  capabilities: { sharedBackend: true },
+});
