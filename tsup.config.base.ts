@@ -5,7 +5,7 @@ export const packageBuild: Options = {
   entry: ['src/index.ts'],
   format: ['esm', 'cjs'],
   dts: true,
-  sourcemap: true,
+  sourcemap: false,
   clean: true,
   target: 'node20',
   treeshake: true,
