@@ -9,7 +9,15 @@ import { type GroupApi, type TestKit, uniqueName } from './kit.js';
 import type { ConformanceService, ConformanceTarget } from './target.js';
 
 export { allGroups } from './groups/index.js';
-export type { GroupApi, TestKit } from './kit.js';
+export type { Group, GroupApi, TestKit, TestOptions } from './kit.js';
+export {
+  callTool,
+  type RecordedRequest,
+  ScriptedModel,
+  type ScriptedReply,
+  type ScriptedStep,
+  say,
+} from './runtime/scripted-model.js';
 export type { Capabilities, ConformanceService, ConformanceTarget, Divergence } from './target.js';
 
 /** Every test id the suite declares, in order (for checking divergence records). */

@@ -8,6 +8,7 @@ import { identity } from './identity.js';
 import { listing } from './listing.js';
 import { reappend } from './reappend.js';
 import { rejected } from './rejected.js';
+import { runtime } from './runtime.js';
 import { scoping } from './scoping.js';
 import { stale } from './stale.js';
 import { temp } from './temp.js';
@@ -26,4 +27,5 @@ export const allGroups: readonly Group[] = [
   hostile,
   rejected,
   durability,
+  runtime,
 ];
