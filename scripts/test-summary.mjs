@@ -7,7 +7,9 @@ const dir = join(new URL('..', import.meta.url).pathname, '.tmp', 'test-results'
 let passed = 0;
 let failed = 0;
 let skipped = 0;
-for (const file of readdirSync(dir).filter((name) => name.endsWith('.json')).sort()) {
+for (const file of readdirSync(dir)
+  .filter((name) => name.endsWith('.json'))
+  .sort()) {
   const report = JSON.parse(readFileSync(join(dir, file), 'utf8'));
   passed += report.numPassedTests;
   failed += report.numFailedTests;
