@@ -24,4 +24,7 @@ for manifest in sorted(root.glob('packages/*/package.json')):
     ordered.update({k: v for k, v in data.items() if k not in ordered})
     manifest.write_text(json.dumps(ordered, indent=2) + '\n')
     shutil.copyfile(root / 'LICENSE', manifest.parent / 'LICENSE')
+    changelog = manifest.parent / 'CHANGELOG.md'
+    if not changelog.exists():
+        changelog.write_text(f"# {data['name']}\n\n## {data['version']}\n\n- First release.\n")
     print('normalized', manifest.relative_to(root))

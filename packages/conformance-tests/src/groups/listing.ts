@@ -1,5 +1,5 @@
 /** Listing and pagination, with @google/adk 2.0.0's metadata rules. */
-import type { Session } from '@google/adk';
+import type { ListSessionsResponse, Session } from '@google/adk';
 import { expect } from 'vitest';
 import { expectCode, type Group, plain, put } from '../kit.js';
 import type { ConformanceService } from '../target.js';
@@ -23,6 +23,12 @@ async function seed(service: ConformanceService, appName: string): Promise<void>
 
 const names = (sessions: Session[]) => sessions.map((session) => session.id);
 
+/** A response reduced to what these tests compare: the ids in order and the metadata. */
+function summary(response: ListSessionsResponse) {
+  const { page, limit, totalItems, totalPages } = response;
+  return { ids: names(response.sessions), page, limit, totalItems, totalPages };
+}
+
 export const listing: Group = {
   title: 'listing and pagination',
   define({ test }) {
@@ -31,9 +37,8 @@ export const listing: Group = {
       const appName = kit.app();
       await seed(service, appName);
       const response = await service.listSessions({ appName, userId: 'u1' });
-      expect(names(response.sessions)).toEqual(['s3', 's5', 's2', 's4', 's1']);
-      expect({ ...response, sessions: undefined }).toEqual({
-        sessions: undefined,
+      expect(summary(response)).toEqual({
+        ids: ['s3', 's5', 's2', 's4', 's1'],
         page: 1,
         limit: 5,
         totalItems: 5,
@@ -80,13 +85,13 @@ export const listing: Group = {
       const appName = kit.app();
       await seed(service, appName);
       const page2 = await service.listSessions({ appName, userId: 'u1', limit: 2, page: 2 });
-      expect(names(page2.sessions)).toEqual(['s2', 's4']);
-      expect({
-        page: page2.page,
-        limit: page2.limit,
-        totalItems: page2.totalItems,
-        totalPages: page2.totalPages,
-      }).toEqual({ page: 2, limit: 2, totalItems: 5, totalPages: 3 });
+      expect(summary(page2)).toEqual({
+        ids: ['s2', 's4'],
+        page: 2,
+        limit: 2,
+        totalItems: 5,
+        totalPages: 3,
+      });
       const page3 = await service.listSessions({ appName, userId: 'u1', limit: 2, page: 3 });
       expect(names(page3.sessions)).toEqual(['s1']);
       const beyond = await service.listSessions({ appName, userId: 'u1', limit: 2, page: 9 });
@@ -109,13 +114,8 @@ export const listing: Group = {
       const appName = kit.app();
       await seed(service, appName);
       const response = await service.listSessions({ appName, userId: 'u1', limit: 2, offset: 3 });
-      expect(names(response.sessions)).toEqual(['s4', 's1']);
-      expect({
-        page: response.page,
-        limit: response.limit,
-        totalItems: response.totalItems,
-        totalPages: response.totalPages,
-      }).toEqual({
+      expect(summary(response)).toEqual({
+        ids: ['s4', 's1'],
         page: 2,
         limit: 2,
         totalItems: 5,
@@ -138,13 +138,8 @@ export const listing: Group = {
       const appName = kit.app();
       await seed(service, appName);
       const response = await service.listSessions({ appName, userId: 'u1', offset: 3 });
-      expect(names(response.sessions)).toEqual(['s4', 's1']);
-      expect({
-        page: response.page,
-        limit: response.limit,
-        totalItems: response.totalItems,
-        totalPages: response.totalPages,
-      }).toEqual({
+      expect(summary(response)).toEqual({
+        ids: ['s4', 's1'],
         page: 1,
         limit: 5,
         totalItems: 5,
