@@ -1,0 +1,268 @@
+/**
+ * The Redis store: translates the persistence contract of `@adk-state/core`
+ * to one server-side script per operation (see `scripts.ts` for the scripts
+ * and `keys.ts` for the key layout). Values, state keys and events are kept
+ * as the JSON text core hands over, and handed back unchanged.
+ */
+import type {
+  AppendInput,
+  AppendResult,
+  Bucket,
+  CreateInput,
+  CreateResult,
+  EventFilter,
+  ListQuery,
+  ListResult,
+  LoadResult,
+  SessionKey,
+  SessionRecord,
+  SessionStore,
+  StoredEvent,
+} from '@adk-state/core';
+import {
+  appKeys,
+  decodeText,
+  encodeText,
+  REVISION_FIELD,
+  SEPARATOR,
+  type SessionKeys,
+  sessionKeys,
+  UPDATED_FIELD,
+  userKeys,
+} from './keys.js';
+import { APPEND, type CommandClient, CREATE, DELETE, LIST, LOAD, READ_BUCKET, runScript, script } from './scripts.js';
+
+const scripts = {
+  create: script('create', CREATE),
+  append: script('append', APPEND),
+  load: script('load', LOAD),
+  remove: script('delete', DELETE),
+  list: script('list', LIST),
+  readBucket: script('readBucket', READ_BUCKET),
+};
+
+/** What {@link RedisStore} needs besides a client. */
+export interface RedisStoreOptions {
+  /** Put in front of every key; must not contain `{` or `}` (checked by the service). */
+  keyPrefix: string;
+  /** Idle time to live of a session and its events, in milliseconds; 0 for none. */
+  sessionTtlMs: number;
+  /** Called by {@link RedisStore.close}; releases a client the service created itself. */
+  release?: () => Promise<void>;
+}
+
+/** The SHA1 of each script the store runs (for tests and tooling, e.g. `SCRIPT EXISTS`). */
+export const SCRIPT_SHAS: Readonly<Record<string, string>> = Object.fromEntries(
+  Object.values(scripts).map((entry) => [entry.name, entry.sha]),
+);
+
+export class RedisStore implements SessionStore {
+  readonly #client: CommandClient;
+  readonly #prefix: string;
+  readonly #ttl: number;
+  readonly #release: (() => Promise<void>) | undefined;
+
+  constructor(client: CommandClient, options: RedisStoreOptions) {
+    this.#client = client;
+    this.#prefix = options.keyPrefix;
+    this.#ttl = options.sessionTtlMs;
+    this.#release = options.release;
+  }
+
+  async createSession(input: CreateInput): Promise<CreateResult> {
+    const keys = this.#keys(input.key);
+    const reply = await runScript(this.#client, scripts.create, writeKeys(keys), [
+      String(input.createTime),
+      input.state.size,
+      input.userDelta.size,
+      input.appDelta.size,
+      this.#ttl,
+      keys.appMember,
+      keys.userMember,
+      keys.expiryMember,
+      ...pairs(input.state),
+      ...pairs(input.userDelta),
+      ...pairs(input.appDelta),
+    ]);
+    if (!Array.isArray(reply)) return { status: 'exists' };
+    const [user, app] = reply as [string[], string[]];
+    return { status: 'created', userState: toBucket(user), appState: toBucket(app) };
+  }
+
+  async loadSession(key: SessionKey, filter: EventFilter): Promise<LoadResult | undefined> {
+    const keys = this.#keys(key);
+    let after = filter.afterTimestamp;
+    let limit = filter.limit;
+    // Infinite bounds are settled here: nothing is <= -Infinity, everything is <= +Infinity.
+    if (after === Number.NEGATIVE_INFINITY) after = undefined;
+    if (after === Number.POSITIVE_INFINITY) {
+      after = undefined;
+      limit = 0;
+    }
+    const reply = await runScript(
+      this.#client,
+      scripts.load,
+      [keys.session, keys.events, keys.userState, keys.appState],
+      [after === undefined ? '' : String(after), limit === undefined ? '' : String(limit)],
+    );
+    if (!Array.isArray(reply)) return undefined;
+    const [session, user, app, entries] = reply as [string[], string[], string[], string[]];
+    return {
+      session: toRecord(key, session),
+      userState: toBucket(user),
+      appState: toBucket(app),
+      events: entries.map(decodeEntry),
+    };
+  }
+
+  async appendEvent(input: AppendInput): Promise<AppendResult> {
+    const keys = this.#keys(input.key);
+    const reply = await runScript(this.#client, scripts.append, writeKeys(keys), [
+      String(input.expectedRevision),
+      String(input.lastUpdateTime),
+      encodeEntry(input.event),
+      encodeText(input.event.id),
+      input.sessionDelta.size,
+      input.userDelta.size,
+      input.appDelta.size,
+      this.#ttl,
+      keys.appMember,
+      keys.userMember,
+      keys.expiryMember,
+      ...pairs(input.sessionDelta),
+      ...pairs(input.userDelta),
+      ...pairs(input.appDelta),
+    ]);
+    const code = Number(reply);
+    if (code === 0) return { status: 'ok' };
+    if (code === -1) return { status: 'missing' };
+    return { status: 'stale', revision: code };
+  }
+
+  async deleteSession(key: SessionKey): Promise<void> {
+    const keys = this.#keys(key);
+    await runScript(
+      this.#client,
+      scripts.remove,
+      [keys.session, keys.events, keys.eventIds, keys.appIndex, keys.userIndex, keys.expiry],
+      [keys.appMember, keys.userMember, keys.expiryMember],
+    );
+  }
+
+  async listSessions(query: ListQuery): Promise<ListResult> {
+    const app = appKeys(this.#prefix, query.appName);
+    const user = query.userId === undefined ? undefined : userKeys(this.#prefix, query.appName, query.userId);
+    const reply = (await runScript(
+      this.#client,
+      scripts.list,
+      [user ? user.userIndex : app.appIndex, app.appState, app.expiry, app.appIndex],
+      [
+        query.order,
+        String(query.offset),
+        query.limit === undefined ? '' : String(query.limit),
+        user ? user.encodedUser : '',
+      ],
+    )) as [number | string, Array<[string, string[]]>, Array<[string, string[]]>, string[]];
+    const [total, rows, users, appState] = reply;
+    const sessions: SessionRecord[] = [];
+    for (const [member, hash] of rows) {
+      if (hash.length === 0) continue;
+      let sessionId: string;
+      let userId: string;
+      if (query.userId === undefined) {
+        const cut = member.indexOf(SEPARATOR);
+        sessionId = decodeText(member.slice(0, cut));
+        userId = decodeText(member.slice(cut + 1));
+      } else {
+        sessionId = decodeText(member);
+        userId = query.userId;
+      }
+      sessions.push(toRecord({ appName: query.appName, userId, sessionId }, hash));
+    }
+    const userStates = new Map<string, Bucket>();
+    for (const [encodedUser, hash] of users) userStates.set(decodeText(encodedUser), toBucket(hash));
+    return { totalItems: Number(total), sessions, userStates, appState: toBucket(appState) };
+  }
+
+  async readUserState(appName: string, userId: string): Promise<Bucket> {
+    const keys = userKeys(this.#prefix, appName, userId);
+    return toBucket((await runScript(this.#client, scripts.readBucket, [keys.userState], [])) as string[]);
+  }
+
+  async readAppState(appName: string): Promise<Bucket> {
+    const keys = appKeys(this.#prefix, appName);
+    return toBucket((await runScript(this.#client, scripts.readBucket, [keys.appState], [])) as string[]);
+  }
+
+  async close(): Promise<void> {
+    await this.#release?.();
+  }
+
+  #keys(key: SessionKey): SessionKeys {
+    return sessionKeys(this.#prefix, key.appName, key.userId, key.sessionId);
+  }
+}
+
+/** The keys of the create and append scripts, in their order. */
+function writeKeys(keys: SessionKeys): string[] {
+  return [
+    keys.session,
+    keys.events,
+    keys.eventIds,
+    keys.userState,
+    keys.appState,
+    keys.appIndex,
+    keys.userIndex,
+    keys.expiry,
+  ];
+}
+
+/** A bucket as field/value arguments, fields encoded. */
+function pairs(bucket: Bucket): string[] {
+  const out: string[] = [];
+  for (const [field, text] of bucket) out.push(encodeText(field), text);
+  return out;
+}
+
+/** A flat HGETALL reply of a bucket hash as a bucket. */
+function toBucket(flat: readonly string[]): Bucket {
+  const bucket: Bucket = new Map();
+  for (let index = 0; index < flat.length; index += 2) {
+    bucket.set(decodeText(flat[index] as string), flat[index + 1] as string);
+  }
+  return bucket;
+}
+
+/** A flat HGETALL reply of a session hash as a record. */
+function toRecord(key: SessionKey, flat: readonly string[]): SessionRecord {
+  const state: Bucket = new Map();
+  let revision = 0;
+  let lastUpdateTime = 0;
+  for (let index = 0; index < flat.length; index += 2) {
+    const field = flat[index] as string;
+    const value = flat[index + 1] as string;
+    if (field === REVISION_FIELD) revision = Number(value);
+    else if (field === UPDATED_FIELD) lastUpdateTime = Number(value);
+    else if (!field.startsWith(SEPARATOR)) state.set(decodeText(field), value);
+  }
+  return { id: key.sessionId, appName: key.appName, userId: key.userId, lastUpdateTime, revision, state };
+}
+
+/**
+ * One log entry: `<timestamp> <id as JSON>\n<event JSON>`. JSON text never
+ * holds a raw line break, so the first one ends the header; the timestamp
+ * leads so the load script can read it without parsing the event.
+ */
+function encodeEntry(event: StoredEvent): string {
+  return `${String(event.timestamp)} ${JSON.stringify(event.id)}\n${event.json}`;
+}
+
+function decodeEntry(entry: string): StoredEvent {
+  const space = entry.indexOf(' ');
+  const newline = entry.indexOf('\n', space);
+  return {
+    timestamp: Number(entry.slice(0, space)),
+    id: JSON.parse(entry.slice(space + 1, newline)) as string,
+    json: entry.slice(newline + 1),
+  };
+}

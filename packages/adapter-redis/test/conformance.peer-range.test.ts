@@ -1,0 +1,25 @@
+/**
+ * The conformance suite with the lowest and the highest ioredis the peer range
+ * `^5.0.0 || ^6.0.0` claims: 5.0.0, and 6.0.0 (which speaks RESP3 by default).
+ */
+import { randomUUID } from 'node:crypto';
+import { runConformanceSuite } from '@adk-state/conformance-tests';
+import * as ioredis50 from 'ioredis-v5-0';
+import { Redis as Redis6 } from 'ioredis-v6';
+import { inject } from 'vitest';
+import { sharedClientTarget } from './support/conformance.js';
+
+const prefix = () => `${inject('testPrefix')}-${randomUUID().slice(0, 8)}:`;
+// 5.0.0 has no named `Redis` export; its default export is the class.
+const Redis50 = (ioredis50 as unknown as { default: typeof Redis6 }).default;
+
+runConformanceSuite(
+  sharedClientTarget('adapter-redis (ioredis 5.0.0 client)', prefix(), () => new Redis50(inject('redisUrl'))),
+);
+runConformanceSuite(
+  sharedClientTarget(
+    'adapter-redis (ioredis 6 client, RESP3)',
+    prefix(),
+    () => new Redis6(inject('redisUrl'), { protocol: 3 }),
+  ),
+);

@@ -1,0 +1,139 @@
+/**
+ * One round trip per operation, counted by the server: MONITOR shows every
+ * request that arrives from the service's own connection, and the commands
+ * that scripts run inside the server are not requests.
+ */
+import { randomUUID } from 'node:crypto';
+import { createEvent, type Session } from '@google/adk';
+import { Cluster, Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { RedisSessionService } from '../src/index.js';
+import { countRoundTrips, type RedisNodes } from './support/index.js';
+
+const keyPrefix = `${inject('testPrefix')}-${randomUUID().slice(0, 8)}:`;
+
+function event(stateDelta: Record<string, unknown>, timestamp: number) {
+  return createEvent({
+    invocationId: 'inv',
+    author: 'agent',
+    timestamp,
+    content: { role: 'model', parts: [{ text: 'hi' }] },
+    actions: { stateDelta, artifactDelta: {}, requestedAuthConfigs: {}, requestedToolConfirmations: {} },
+  });
+}
+
+/** Every operation of the service, each measured alone (after a warm-up that loads the scripts). */
+async function measureEveryOperation(nodes: RedisNodes, connectionName: string, service: RedisSessionService) {
+  const appName = `rt-${randomUUID()}`;
+  const measure = async (operation: () => Promise<unknown>) => countRoundTrips(nodes, connectionName, operation);
+
+  // Warm-up: every script once (a server that lacks a script costs one extra round trip, once).
+  const warm = await service.createSession({ appName, userId: 'warm', sessionId: 'w' });
+  await service.appendEvent({ session: warm, event: event({ a: 1 }, 1) });
+  await service.getSession({ appName, userId: 'warm', sessionId: 'w' });
+  await service.listSessions({ appName });
+  await service.getUserState({ appName, userId: 'warm' });
+  await service.deleteSession({ appName, userId: 'warm', sessionId: 'w' });
+
+  let session: Session | undefined;
+  const counts: Record<string, string[]> = {};
+  const record = async (name: string, operation: () => Promise<unknown>) => {
+    counts[name] = (await measure(operation)).commands;
+  };
+  await record('createSession', async () => {
+    session = await service.createSession({
+      appName,
+      userId: 'u1',
+      sessionId: 's1',
+      state: { a: 1, 'user:b': 2, 'app:c': 3 },
+    });
+  });
+  const created = session as Session;
+  await record('appendEvent', () =>
+    service.appendEvent({ session: created, event: event({ a: 2, 'user:b': 3, 'app:c': 4, 'temp:t': 1 }, 10) }),
+  );
+  await record('appendEvent (replacing an event)', () =>
+    service.appendEvent({ session: created, event: created.events[0] as ReturnType<typeof event> }),
+  );
+  for (let index = 0; index < 20; index++) {
+    await service.appendEvent({ session: created, event: event({ i: index }, 100 + index) });
+  }
+  await record('getSession', () => service.getSession({ appName, userId: 'u1', sessionId: 's1' }));
+  await record('getSession (numRecentEvents)', () =>
+    service.getSession({ appName, userId: 'u1', sessionId: 's1', config: { numRecentEvents: 3 } }),
+  );
+  await record('getSession (afterTimestamp)', () =>
+    service.getSession({ appName, userId: 'u1', sessionId: 's1', config: { afterTimestamp: 105 } }),
+  );
+  await record('getSession (missing)', () => service.getSession({ appName, userId: 'u1', sessionId: 'nope' }));
+  await record('listSessions', () => service.listSessions({ appName, limit: 10, order: 'desc' }));
+  await record('listSessions (user)', () => service.listSessions({ appName, userId: 'u1' }));
+  await record('getUserState', () => service.getUserState({ appName, userId: 'u1' }));
+  await record('getAppState', () => service.getAppState({ appName }));
+  await record('createSession (exists)', () =>
+    service.createSession({ appName, userId: 'u1', sessionId: 's1' }).catch(() => undefined),
+  );
+  const stale = (await service.getSession({ appName, userId: 'u1', sessionId: 's1' })) as Session;
+  await service.appendEvent({ session: created, event: event({}, 200) });
+  await record('appendEvent (stale)', () =>
+    service.appendEvent({ session: stale, event: event({}, 201) }).catch(() => undefined),
+  );
+  await record('deleteSession', () => service.deleteSession({ appName, userId: 'u1', sessionId: 's1' }));
+  return counts;
+}
+
+const EXPECTED = {
+  createSession: ['evalsha'],
+  appendEvent: ['evalsha'],
+  'appendEvent (replacing an event)': ['evalsha'],
+  getSession: ['evalsha'],
+  'getSession (numRecentEvents)': ['evalsha'],
+  'getSession (afterTimestamp)': ['evalsha'],
+  'getSession (missing)': ['evalsha'],
+  listSessions: ['evalsha'],
+  'listSessions (user)': ['evalsha'],
+  getUserState: ['evalsha'],
+  getAppState: ['evalsha'],
+  'createSession (exists)': ['evalsha'],
+  'appendEvent (stale)': ['evalsha'],
+  deleteSession: ['evalsha'],
+};
+
+describe('round trips on a single server', () => {
+  const connectionName = `adk-rt-${randomUUID().slice(0, 8)}`;
+  let client: Redis;
+  beforeAll(() => {
+    client = new Redis(inject('redisUrl'), { connectionName });
+  });
+  afterAll(async () => {
+    await client.quit();
+  });
+
+  it('every operation is exactly one request to the server', async () => {
+    const service = new RedisSessionService({ client, keyPrefix });
+    expect(await measureEveryOperation(inject('redisUrl'), connectionName, service)).toEqual(EXPECTED);
+  });
+});
+
+const nodes = inject('redisClusterNodes');
+
+describe.skipIf(nodes.length === 0)('round trips on a cluster of three masters', () => {
+  const connectionName = `adk-rt-${randomUUID().slice(0, 8)}`;
+  let client: Cluster;
+  beforeAll(async () => {
+    client = new Cluster(nodes, { redisOptions: { connectionName } });
+  });
+  afterAll(async () => {
+    await client.quit();
+  });
+
+  it('every operation is exactly one request to the master that owns the app', async () => {
+    const service = new RedisSessionService({ client, keyPrefix });
+    // The first command of a fresh Cluster client also fetches the slot map; do that outside the measurement.
+    await service.getAppState({ appName: 'warm-up' });
+    const masters = client
+      .nodes('master')
+      .map((node) => ({ host: node.options.host as string, port: node.options.port as number }));
+    expect(await measureEveryOperation(masters, connectionName, service)).toEqual(EXPECTED);
+  });
+});

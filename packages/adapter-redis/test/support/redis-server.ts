@@ -1,0 +1,282 @@
+/**
+ * Starts real `redis-server` processes for tests and benchmarks: a single
+ * server or a cluster of masters, on 127.0.0.1 with free ports and a private
+ * temporary directory each. Nothing is installed; the binary comes from
+ * REDIS_SERVER_BIN, /usr/bin/redis-server or the PATH (Debian: `apt-get
+ * install redis-server`). Every process started here is killed when the Node
+ * process exits, even if a test forgets to stop it.
+ */
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
+const HOST = '127.0.0.1';
+
+/** Options of {@link startRedisServer}. */
+export interface RedisServerOptions {
+  /** Turn the append-only file on (default off, and no RDB snapshots either). */
+  appendonly?: boolean;
+  /** `appendfsync` when `appendonly` is on (default `always`). */
+  appendfsync?: 'always' | 'everysec' | 'no';
+  /** Data directory (default: a new temporary directory, removed by `stop()`). */
+  dir?: string;
+  /** Port (default: a free one). */
+  port?: number;
+  /** More `--name value` arguments for redis-server. */
+  args?: string[];
+}
+
+/** A running redis-server started by {@link startRedisServer}. */
+export interface RedisServer {
+  host: string;
+  port: number;
+  /** `redis://127.0.0.1:<port>` */
+  url: string;
+  dir: string;
+  /** The process id of the current process (changes on restart). */
+  readonly pid: number;
+  /** Stops the server (SIGTERM, or SIGKILL after 5 s) and removes a temporary directory. */
+  stop(): Promise<void>;
+  /** Kills the server at once (SIGKILL by default): no shutdown, no final AOF rewrite. */
+  kill(signal?: NodeJS.Signals): Promise<void>;
+  /** Starts the server again on the same port and directory (after `kill`). */
+  restart(): Promise<void>;
+}
+
+/** A running cluster started by {@link startRedisCluster}. */
+export interface RedisClusterHandle {
+  nodes: Array<{ host: string; port: number }>;
+  servers: RedisServer[];
+  /** Stops every node. */
+  stop(): Promise<void>;
+}
+
+const running = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const child of running) child.kill('SIGKILL');
+});
+
+/** The redis-server binary: REDIS_SERVER_BIN, /usr/bin/redis-server, else `redis-server` from the PATH. */
+export function redisServerBinary(): string {
+  if (process.env.REDIS_SERVER_BIN) return process.env.REDIS_SERVER_BIN;
+  return existsSync('/usr/bin/redis-server') ? '/usr/bin/redis-server' : 'redis-server';
+}
+
+function redisCliBinary(): string {
+  if (process.env.REDIS_CLI_BIN) return process.env.REDIS_CLI_BIN;
+  return existsSync('/usr/bin/redis-cli') ? '/usr/bin/redis-cli' : 'redis-cli';
+}
+
+/** True when a redis-server binary can be started here. */
+export async function hasRedisServer(): Promise<boolean> {
+  try {
+    await run(redisServerBinary(), ['--version']);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** A TCP port on 127.0.0.1 that nothing listens on right now. */
+export async function freePort(): Promise<number> {
+  return (await freePorts(1))[0] as number;
+}
+
+/** `count` distinct TCP ports on 127.0.0.1 that nothing listens on right now. */
+export async function freePorts(count: number): Promise<number[]> {
+  const servers = Array.from({ length: count }, () => createServer());
+  const ports = await Promise.all(
+    servers.map(
+      (server) =>
+        new Promise<number>((resolve, reject) => {
+          server.once('error', reject);
+          server.listen(0, HOST, () => {
+            const address = server.address();
+            if (typeof address === 'object' && address) resolve(address.port);
+            else reject(new Error('no port'));
+          });
+        }),
+    ),
+  );
+  await Promise.all(servers.map((server) => new Promise((resolve) => server.close(resolve))));
+  return ports;
+}
+
+/** Runs redis-cli against a local port and returns its output. */
+export async function redisCli(port: number, ...args: string[]): Promise<string> {
+  const { stdout } = await run(redisCliBinary(), ['-h', HOST, '-p', String(port), ...args]);
+  return stdout.trim();
+}
+
+/** Starts one redis-server on 127.0.0.1; resolves once it answers PING. */
+export async function startRedisServer(options: RedisServerOptions = {}): Promise<RedisServer> {
+  const ownDir = options.dir === undefined;
+  const dir = options.dir ?? (await mkdtemp(join(tmpdir(), 'adk-state-redis-')));
+  let port = options.port ?? (await freePort());
+  let child: ChildProcess | undefined;
+  const args = () => [
+    '--port',
+    String(port),
+    '--bind',
+    HOST,
+    '--dir',
+    dir,
+    '--save',
+    '',
+    '--appendonly',
+    options.appendonly ? 'yes' : 'no',
+    '--appendfsync',
+    options.appendfsync ?? 'always',
+    '--daemonize',
+    'no',
+    '--protected-mode',
+    'yes',
+    ...(options.args ?? []),
+  ];
+
+  const launch = async (): Promise<void> => {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        child = await spawnServer(args());
+        return;
+      } catch (error) {
+        // Another process may have taken the free port in between: try another one.
+        if (options.port !== undefined || attempt >= 4 || !String(error).includes('Address already in use'))
+          throw error;
+        port = await freePort();
+      }
+    }
+  };
+  await launch();
+
+  const kill = async (signal: NodeJS.Signals = 'SIGKILL') => {
+    const current = child;
+    if (!current || current.exitCode !== null || current.signalCode !== null) return;
+    const exited = new Promise<void>((resolve) => current.once('exit', () => resolve()));
+    current.kill(signal);
+    await exited;
+  };
+
+  return {
+    host: HOST,
+    get port() {
+      return port;
+    },
+    get url() {
+      return `redis://${HOST}:${port}`;
+    },
+    dir,
+    get pid() {
+      return child?.pid ?? -1;
+    },
+    kill,
+    async restart() {
+      await kill();
+      child = await spawnServer(args());
+    },
+    async stop() {
+      const current = child;
+      if (current && current.exitCode === null && current.signalCode === null) {
+        const timer = setTimeout(() => current.kill('SIGKILL'), 5_000);
+        await kill('SIGTERM');
+        clearTimeout(timer);
+      }
+      if (ownDir) await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Spawns redis-server and waits for "Ready to accept connections" (or its early exit). */
+function spawnServer(args: string[]): Promise<ChildProcess> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(redisServerBinary(), args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    running.add(child);
+    let output = '';
+    let ready = false;
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`redis-server did not start within 20 s:\n${output}`));
+    }, 20_000);
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString();
+      if (!ready && output.includes('Ready to accept connections')) {
+        ready = true;
+        clearTimeout(timer);
+        resolve(child);
+      }
+      // Keep only the tail of the log (it is only used in error messages).
+      if (output.length > 20_000) output = output.slice(-10_000);
+    };
+    child.stdout?.on('data', onData);
+    child.stderr?.on('data', onData);
+    child.once('error', (error) => {
+      clearTimeout(timer);
+      running.delete(child);
+      reject(error);
+    });
+    child.once('exit', (code, signal) => {
+      running.delete(child);
+      if (!ready) {
+        clearTimeout(timer);
+        reject(new Error(`redis-server exited (${code ?? signal}) before it was ready:\n${output}`));
+      }
+    });
+  });
+}
+
+/**
+ * Starts a cluster of `masters` nodes (no replicas) on 127.0.0.1, creates it
+ * with `redis-cli --cluster create` and waits for `cluster_state:ok` on every node.
+ */
+export async function startRedisCluster(options: { masters?: number } = {}): Promise<RedisClusterHandle> {
+  const masters = options.masters ?? 3;
+  const servers: RedisServer[] = [];
+  try {
+    const ports = await freePorts(masters * 2);
+    for (let index = 0; index < masters; index++) {
+      const busPort = ports[masters + index] as number;
+      servers.push(
+        await startRedisServer({
+          port: ports[index] as number,
+          args: [
+            '--cluster-enabled',
+            'yes',
+            '--cluster-config-file',
+            'nodes.conf',
+            '--cluster-node-timeout',
+            '5000',
+            '--cluster-port',
+            String(busPort),
+          ],
+        }),
+      );
+    }
+    const addresses = servers.map((server) => `${HOST}:${server.port}`);
+    await run(redisCliBinary(), ['--cluster', 'create', ...addresses, '--cluster-replicas', '0', '--cluster-yes']);
+    for (const server of servers)
+      await waitFor(async () => (await redisCli(server.port, 'cluster', 'info')).includes('cluster_state:ok'));
+  } catch (error) {
+    await Promise.all(servers.map((server) => server.stop()));
+    throw error;
+  }
+  return {
+    nodes: servers.map((server) => ({ host: HOST, port: server.port })),
+    servers,
+    async stop() {
+      await Promise.all(servers.map((server) => server.stop()));
+    },
+  };
+}
+
+async function waitFor(check: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error('timed out waiting for the cluster to become ready');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}

@@ -1,0 +1,101 @@
+/**
+ * Optional idle expiry: with `sessionTtlSeconds`, a session and its events
+ * expire that long after their last create or append; user and app state
+ * stay, and the listing indexes forget the expired session.
+ */
+import { randomUUID } from 'node:crypto';
+import { createEvent } from '@google/adk';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { RedisSessionService } from '../src/index.js';
+import { sessionKeys } from '../src/keys.js';
+
+const keyPrefix = `${inject('testPrefix')}-${randomUUID().slice(0, 8)}:`;
+
+function event(stateDelta: Record<string, unknown>) {
+  return createEvent({
+    invocationId: 'inv',
+    author: 'agent',
+    timestamp: Date.now(),
+    actions: { stateDelta, artifactDelta: {}, requestedAuthConfigs: {}, requestedToolConfirmations: {} },
+  });
+}
+
+describe('session time to live', () => {
+  let client: Redis;
+  beforeAll(() => {
+    client = new Redis(inject('redisUrl'));
+  });
+  afterAll(async () => {
+    await client.quit();
+  });
+
+  /** The server's clock in milliseconds (expiry times are the server's). */
+  async function serverTime(): Promise<number> {
+    const [seconds, micros] = await client.time();
+    return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+  }
+
+  it('gives the session, its log and its id map one expiry, moved forward by each append; buckets never expire', async () => {
+    const service = new RedisSessionService({ client, keyPrefix, sessionTtlSeconds: 3600 });
+    const appName = `app-${randomUUID()}`;
+    const keys = sessionKeys(keyPrefix, appName, 'u1', 's1');
+    const before = await serverTime();
+    const session = await service.createSession({ appName, userId: 'u1', sessionId: 's1', state: { 'user:a': 1 } });
+    const after = await serverTime();
+    const created = Number(await client.call('pexpiretime', keys.session));
+    expect(created).toBeGreaterThanOrEqual(before + 3_600_000);
+    expect(created).toBeLessThanOrEqual(after + 3_600_000);
+    await service.appendEvent({ session, event: event({ n: 1, 'app:b': 2 }) });
+    const touched = Number(await client.call('pexpiretime', keys.session));
+    expect(touched).toBeGreaterThanOrEqual(created);
+    expect(touched).toBeGreaterThanOrEqual(after + 3_600_000);
+    expect(Number(await client.call('pexpiretime', keys.events))).toBe(touched);
+    expect(Number(await client.call('pexpiretime', keys.eventIds))).toBe(touched);
+    expect(Number(await client.zscore(keys.expiry, keys.expiryMember))).toBe(touched);
+    expect(await client.pttl(keys.userState)).toBe(-1);
+    expect(await client.pttl(keys.appState)).toBe(-1);
+    expect(await client.pttl(keys.appIndex)).toBe(-1);
+
+    const plain = new RedisSessionService({ client, keyPrefix });
+    await plain.createSession({ appName, userId: 'u1', sessionId: 'forever' });
+    expect(await client.pttl(sessionKeys(keyPrefix, appName, 'u1', 'forever').session)).toBe(-1);
+  });
+
+  it('an idle session expires with its events; user and app state stay; listings forget it', async () => {
+    const short = new RedisSessionService({ client, keyPrefix, sessionTtlSeconds: 0.3 });
+    const long = new RedisSessionService({ client, keyPrefix, sessionTtlSeconds: 3600 });
+    const appName = `app-${randomUUID()}`;
+    const idle = await short.createSession({ appName, userId: 'u1', sessionId: 's1', state: { own: 1 } });
+    await short.appendEvent({ session: idle, event: event({ n: 1, 'user:kept': true, 'app:kept': true }) });
+    await long.createSession({ appName, userId: 'u1', sessionId: 's2' });
+    await long.createSession({ appName, userId: 'u2', sessionId: 's3' });
+
+    const keys = sessionKeys(keyPrefix, appName, 'u1', 's1');
+    for (
+      let attempt = 0;
+      attempt < 500 && (await client.exists(keys.session, keys.events, keys.eventIds)) > 0;
+      attempt++
+    ) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(await client.exists(keys.session, keys.events, keys.eventIds)).toBe(0);
+
+    expect(await long.getSession({ appName, userId: 'u1', sessionId: 's1' })).toBeUndefined();
+    const listed = await long.listSessions({ appName });
+    expect(listed.sessions.map((session) => session.id).sort()).toEqual(['s2', 's3']);
+    expect(listed.totalItems).toBe(2);
+    const mine = await long.listSessions({ appName, userId: 'u1', limit: 1 });
+    expect(mine.sessions.map((session) => session.id)).toEqual(['s2']);
+    expect(mine.totalItems).toBe(1);
+    expect(await client.zscore(keys.expiry, keys.expiryMember)).toBeNull();
+    expect(await long.getUserState({ appName, userId: 'u1' })).toEqual({ kept: true });
+    expect(await long.getAppState({ appName })).toEqual({ kept: true });
+
+    const error = await short.appendEvent({ session: idle, event: event({ n: 2 }) }).catch((caught) => caught);
+    expect((error as { code?: string }).code).toBe('SESSION_NOT_FOUND');
+    const again = await short.createSession({ appName, userId: 'u1', sessionId: 's1' });
+    expect(again.events).toEqual([]);
+    expect(again.state).toEqual({ 'user:kept': true, 'app:kept': true });
+  });
+});
