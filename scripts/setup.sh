@@ -8,6 +8,9 @@ export TURBO_TELEMETRY_DISABLED=1 DO_NOT_TRACK=1
 need_apt=()
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || need_apt+=(redis-tools)
+# PostgreSQL is for `pnpm bench` (ADK's DatabaseSessionService as a peer); g++/make build sqlite3.
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
+command -v g++ >/dev/null 2>&1 || need_apt+=(g++ make)
 if [ "${#need_apt[@]}" -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
   echo "setup: installing ${need_apt[*]} with apt"
@@ -15,6 +18,7 @@ if [ "${#need_apt[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
   # The tests start their own servers; the distribution's service is not needed.
   $SUDO service redis-server stop >/dev/null 2>&1 || true
+  $SUDO service postgresql stop >/dev/null 2>&1 || true
 fi
 
 pnpm_version=$(node -p "require('./package.json').packageManager.split('@')[1]")

@@ -1,0 +1,99 @@
+/**
+ * Names that Firestore accepts for any string. Document ids may not contain
+ * `/`, be `.` or `..`, match `__.*__` or exceed 1,500 bytes; field names need
+ * quoting (and break some emulators) unless they are plain identifiers. So
+ * every id and state key is escaped into a small safe alphabet, and a long
+ * one is replaced by its SHA-256 (the original is always kept in a field).
+ *
+ * Escaping works on UTF-16 code units, so every JavaScript string (lone
+ * surrogates included) has exactly one escaped form and two different
+ * strings never share one.
+ */
+import { createHash } from 'node:crypto';
+
+/** Escaped names longer than this are hashed (well under Firestore's 1,500 bytes, to keep paths short). */
+export const MAX_PLAIN_NAME = 400;
+
+const PLAIN = 'k';
+const HASHED = 'h';
+
+/** `_` + four hex digits per code unit outside `keep`; everything else as is. */
+function escapeUnits(text: string, keep: RegExp): string {
+  let out = '';
+  for (let index = 0; index < text.length; index++) {
+    const char = text[index] as string;
+    out += keep.test(char) ? char : `_${text.charCodeAt(index).toString(16).padStart(4, '0')}`;
+  }
+  return out;
+}
+
+function unescapeUnits(text: string): string {
+  return text.replace(/_([0-9a-f]{4})/g, (_match, hex: string) => String.fromCharCode(Number.parseInt(hex, 16)));
+}
+
+function sha256(text: string): string {
+  return createHash('sha256').update(text, 'utf16le').digest('hex');
+}
+
+const ID_CHARS = /^[A-Za-z0-9-]$/;
+const FIELD_CHARS = /^[A-Za-z0-9]$/;
+
+/**
+ * A document id for one or more strings. Parts are escaped and joined with
+ * `.`, which escaping never produces, so `(a.b, c)` and `(a, b.c)` differ.
+ * Plain ids start with `k`, hashed ones with `h`: the two never meet.
+ */
+export function documentId(...parts: string[]): string {
+  const plain = parts.map((part) => escapeUnits(part, ID_CHARS)).join('.');
+  return plain.length <= MAX_PLAIN_NAME ? PLAIN + plain : HASHED + sha256(plain);
+}
+
+/**
+ * A state key as a field name: a plain identifier (`k` + escaped key, letters,
+ * digits and `_` only) or, for a long key, `h` + its hash. Dotted paths such
+ * as `state.<name>` are then unambiguous without quoting.
+ */
+export function fieldName(key: string): string {
+  const plain = escapeUnits(key, FIELD_CHARS);
+  return plain.length <= MAX_PLAIN_NAME ? PLAIN + plain : HASHED + sha256(plain);
+}
+
+/** True when {@link fieldName} hashed the key (its original then travels with the value). */
+export function isHashedField(name: string): boolean {
+  return name.startsWith(HASHED);
+}
+
+/** The state key of a plain field name. */
+export function keyOfField(name: string): string {
+  return unescapeUnits(name.slice(PLAIN.length));
+}
+
+/**
+ * A string whose UTF-8 byte order (Firestore's string order) is the UTF-16
+ * code-unit order of `text` (JavaScript's `<`, which the listing order uses).
+ * Code units below U+D800 are kept; the rest move, in order, above U+FFFF.
+ * Most ids are returned unchanged.
+ */
+export function orderKey(text: string): string {
+  let out = '';
+  for (let index = 0; index < text.length; index++) {
+    const unit = text.charCodeAt(index);
+    out += unit < 0xd800 ? (text[index] as string) : String.fromCodePoint(0x10000 + unit);
+  }
+  return out;
+}
+
+/**
+ * A number as 16 hex digits whose string order is the numeric order. Firestore
+ * orders integers and doubles together, but not every emulator does; a
+ * string key sorts the same everywhere. (IEEE 754 bits, sign bit flipped for
+ * positives and every bit flipped for negatives; -0 is written as 0.)
+ */
+export function numberKey(value: number): string {
+  const bytes = Buffer.alloc(8);
+  bytes.writeDoubleBE(value === 0 ? 0 : value);
+  const first = bytes[0] as number;
+  if (first & 0x80) for (let index = 0; index < 8; index++) bytes[index] = ~(bytes[index] as number) & 0xff;
+  else bytes[0] = first | 0x80;
+  return bytes.toString('hex');
+}

@@ -1,0 +1,20 @@
+/**
+ * @adk-state/adapter-firestore: durable ADK session state in Cloud Firestore.
+ * One document per event, one commit per append, any string as an id or a
+ * state key.
+ */
+import { StateSessionService, type StateSessionServiceOptions } from '@adk-state/core';
+import { FirestoreStore, type FirestoreStoreOptions } from './store.js';
+
+export { DocumentTooLargeError, MAX_DOCUMENT_BYTES } from './limits.js';
+export { DEFAULT_ROOT_COLLECTION, DEFAULT_TTL_FIELD, FirestoreStore, type FirestoreStoreOptions } from './store.js';
+
+/** Options of {@link FirestoreSessionService}: the store's and the service's. */
+export interface FirestoreSessionServiceOptions extends FirestoreStoreOptions, StateSessionServiceOptions {}
+
+/** A drop-in `sessionService` for the `@google/adk` Runner that keeps sessions in Firestore. */
+export class FirestoreSessionService extends StateSessionService {
+  constructor(options: FirestoreSessionServiceOptions) {
+    super(new FirestoreStore(options), options);
+  }
+}

@@ -1,0 +1,131 @@
+/**
+ * Where everything lives under the root collection, and how a state bucket
+ * becomes a map field and back:
+ *
+ * ```
+ * <root>/{app}                               app document: app state
+ * <root>/{app}/adk_users/{user}              user document: user state
+ * <root>/{app}/adk_sessions/{user.session}   session document: head and session state
+ * <root>/{app}/adk_sessions/{...}/adk_events/{event}   one document per event
+ * ```
+ *
+ * Every `{...}` is an encoded id ({@link documentId}); every document also
+ * keeps the original strings in fields.
+ */
+import type { Bucket, SessionKey } from '@adk-state/core';
+import type { CollectionReference, DocumentReference, Firestore } from '@google-cloud/firestore';
+import { documentId, fieldName, isHashedField, keyOfField } from './encoding.js';
+
+export const USERS = 'adk_users';
+export const SESSIONS = 'adk_sessions';
+export const EVENTS = 'adk_events';
+
+/** One state entry as stored: the JSON text, or key and text when the field name is a hash. */
+export type StoredEntry = string | { key: string; json: string };
+
+/** A state bucket as stored: field name to entry. */
+export type StoredState = Record<string, StoredEntry>;
+
+/** The fields of a session document. */
+export interface SessionDocument {
+  appName: string;
+  userId: string;
+  id: string;
+  /** `id` re-encoded so that Firestore's string order is JavaScript's (see `orderKey`). */
+  idOrder: string;
+  lastUpdateTime: number;
+  /** `lastUpdateTime` as a string that sorts numerically everywhere (see `numberKey`): the listing order. */
+  lastUpdateKey: string;
+  revision: number;
+  /** How many event positions are taken; the next new event gets `eventCount + 1`. */
+  eventCount: number;
+  /** Random per creation: tells this session's events from those of a deleted one with the same key. */
+  incarnation: string;
+  state: StoredState;
+}
+
+/** The fields of an event document. */
+export interface EventDocument {
+  id: string;
+  timestamp: number;
+  /** `timestamp` as a string that sorts numerically everywhere (see `numberKey`): what filters compare. */
+  timestampKey: string;
+  /** Position in append order, from 1, without gaps. */
+  seq: number;
+  /** The session revision that wrote this version of the event. */
+  revision: number;
+  incarnation: string;
+  json: string;
+}
+
+/** The document references of one session key. */
+export interface SessionRefs {
+  app: DocumentReference;
+  user: DocumentReference;
+  session: DocumentReference;
+  events: CollectionReference;
+}
+
+export class Layout {
+  readonly root: CollectionReference;
+
+  constructor(firestore: Firestore, rootCollection: string) {
+    this.root = firestore.collection(rootCollection);
+  }
+
+  app(appName: string): DocumentReference {
+    return this.root.doc(documentId(appName));
+  }
+
+  user(appName: string, userId: string): DocumentReference {
+    return this.app(appName).collection(USERS).doc(documentId(userId));
+  }
+
+  sessions(appName: string): CollectionReference {
+    return this.app(appName).collection(SESSIONS);
+  }
+
+  session(key: SessionKey): SessionRefs {
+    const app = this.app(key.appName);
+    const session = app.collection(SESSIONS).doc(documentId(key.userId, key.sessionId));
+    return {
+      app,
+      user: app.collection(USERS).doc(documentId(key.userId)),
+      session,
+      events: session.collection(EVENTS),
+    };
+  }
+
+  event(refs: SessionRefs, eventId: string): DocumentReference {
+    return refs.events.doc(documentId(eventId));
+  }
+}
+
+/** A bucket (or delta) as stored entries, keyed by field name. */
+export function encodeState(bucket: Bucket): StoredState {
+  const state: StoredState = {};
+  for (const [key, json] of bucket) {
+    const name = fieldName(key);
+    state[name] = isHashedField(name) ? { key, json } : json;
+  }
+  return state;
+}
+
+/** The bucket that stored entries hold. */
+export function decodeState(state: StoredState | undefined): Bucket {
+  const bucket: Bucket = new Map();
+  if (!state) return bucket;
+  for (const name of Object.keys(state)) {
+    const entry = state[name] as StoredEntry;
+    if (typeof entry === 'string') bucket.set(keyOfField(name), entry);
+    else bucket.set(entry.key, entry.json);
+  }
+  return bucket;
+}
+
+/** Dotted update paths (`state.<name>`) for a delta: field names are plain identifiers, so no quoting is needed. */
+export function statePaths(delta: StoredState): Record<string, StoredEntry> {
+  const paths: Record<string, StoredEntry> = {};
+  for (const name of Object.keys(delta)) paths[`state.${name}`] = delta[name] as StoredEntry;
+  return paths;
+}

@@ -1,0 +1,333 @@
+/**
+ * What the conformance suite cannot see from outside: the documents this
+ * adapter writes, its size limits, TTL field, leftover-event handling, and
+ * the event filters against the core's reference implementation.
+ */
+import { randomUUID } from 'node:crypto';
+import { selectEvents } from '@adk-state/core';
+import { createEvent, type Event, type Session } from '@google/adk';
+import type { Firestore } from '@google-cloud/firestore';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DocumentTooLargeError, FirestoreSessionService, type FirestoreSessionServiceOptions } from '../src/index.js';
+import { emulatorClient } from './support/client.js';
+
+let firestore: Firestore;
+const rootCollection = `runs/${randomUUID()}/adk_state`;
+
+beforeAll(() => {
+  firestore = emulatorClient();
+});
+
+afterAll(async () => {
+  await firestore.terminate();
+});
+
+function service(options: Partial<FirestoreSessionServiceOptions> = {}): FirestoreSessionService {
+  return new FirestoreSessionService({ firestore, rootCollection, ...options });
+}
+
+let clock = 1_700_000_000_000;
+
+function event(stateDelta: Record<string, unknown> = {}, fields: Partial<Event> = {}): Event {
+  clock += 1000;
+  return createEvent({
+    invocationId: 'inv',
+    author: 'agent',
+    timestamp: clock,
+    content: { role: 'model', parts: [{ text: 'hi' }] },
+    actions: { stateDelta, artifactDelta: {}, requestedAuthConfigs: {}, requestedToolConfirmations: {} },
+    ...fields,
+  });
+}
+
+const app = () => `app-${randomUUID()}`;
+
+describe('document layout', () => {
+  it('keeps apps, users, sessions and events where the README says, with the original ids in fields', async () => {
+    const sessions = service();
+    const appName = `${app()}/a.b`;
+    const session = await sessions.createSession({
+      appName,
+      userId: 'user.1',
+      sessionId: 's/1',
+      state: { 'a.b': 1, 'user:u': 2, 'app:x': 3 },
+    });
+    const appended = await sessions.appendEvent({ session, event: event({ c: true }) });
+    const root = firestore.collection(rootCollection);
+    const appDocs = (await root.get()).docs.filter((doc) => doc.get('appName') === appName);
+    expect(appDocs).toHaveLength(1);
+    const appDoc = appDocs[0]!;
+    expect(appDoc.id).toBe(`k${appName.replace('/', '_002f').replace('.', '_002e')}`);
+    expect(appDoc.get('state')).toEqual({ kx: '3' });
+    const user = await appDoc.ref.collection('adk_users').doc('kuser_002e1').get();
+    expect(user.data()).toEqual({ appName, userId: 'user.1', state: { ku: '2' } });
+    const head = await appDoc.ref.collection('adk_sessions').doc('kuser_002e1.s_002f1').get();
+    expect(head.data()).toMatchObject({
+      appName,
+      userId: 'user.1',
+      id: 's/1',
+      revision: 2,
+      eventCount: 1,
+      lastUpdateTime: appended.timestamp,
+      state: { ka_002eb: '1', kc: 'true' },
+    });
+    const stored = (await head.ref.collection('adk_events').get()).docs;
+    expect(stored.map((doc) => doc.id)).toEqual([`k${appended.id}`]);
+    expect(stored[0]?.data()).toMatchObject({ id: appended.id, seq: 1, revision: 2, timestamp: appended.timestamp });
+    expect(JSON.parse(stored[0]?.get('json'))).toMatchObject({ id: appended.id, actions: { stateDelta: { c: true } } });
+  });
+
+  it('hashes long ids and keys and still keeps the originals', async () => {
+    const sessions = service();
+    const appName = app();
+    const userId = 'ü'.repeat(600);
+    const key = '🔑'.repeat(300);
+    await sessions.createSession({ appName, userId, sessionId: 's', state: { [key]: 'v', [`user:${key}`]: 'u' } });
+    const loaded = await sessions.getSession({ appName, userId, sessionId: 's' });
+    expect(loaded?.state).toEqual({ [key]: 'v', [`user:${key}`]: 'u' });
+    const appDoc = firestore.collection(rootCollection).doc(`k${appName}`);
+    const users = (await appDoc.collection('adk_users').get()).docs;
+    expect(users.map((doc) => doc.id)).toEqual([expect.stringMatching(/^h[0-9a-f]{64}$/)]);
+    expect(users[0]?.get('userId')).toBe(userId);
+    const entry = Object.values(users[0]?.get('state') as Record<string, unknown>)[0];
+    expect(entry).toEqual({ key, json: '"u"' });
+  });
+});
+
+describe('the 1 MiB document limit', () => {
+  it('refuses an oversized event before writing anything', async () => {
+    const sessions = service();
+    const appName = app();
+    const session = await sessions.createSession({ appName, userId: 'u', sessionId: 's' });
+    const huge = event({ a: 1 }, { content: { role: 'model', parts: [{ text: 'x'.repeat(1_100_000) }] } });
+    const error = await sessions.appendEvent({ session, event: huge }).catch((failure: unknown) => failure);
+    expect(error).toBeInstanceOf(DocumentTooLargeError);
+    expect((error as DocumentTooLargeError).code).toBe('INVALID_ARGUMENT');
+    expect((error as Error).message).toContain('1 MiB');
+    const loaded = await sessions.getSession({ appName, userId: 'u', sessionId: 's' });
+    expect(loaded?.events).toEqual([]);
+    expect(loaded?.state).toEqual({});
+    await sessions.appendEvent({ session, event: event({ ok: 1 }) });
+  });
+
+  it('refuses session, user and app state that would outgrow its document', async () => {
+    const sessions = service();
+    const appName = app();
+    const half = 'y'.repeat(600_000);
+    await expect(
+      sessions.createSession({ appName, userId: 'u', sessionId: 'big', state: { a: half, b: half } }),
+    ).rejects.toBeInstanceOf(DocumentTooLargeError);
+    expect(await sessions.getSession({ appName, userId: 'u', sessionId: 'big' })).toBeUndefined();
+    const session = await sessions.createSession({ appName, userId: 'u', sessionId: 's', state: { a: half } });
+    await expect(sessions.appendEvent({ session, event: event({ b: half }) })).rejects.toBeInstanceOf(
+      DocumentTooLargeError,
+    );
+    await sessions.appendEvent({ session, event: event({ 'user:a': half }) });
+    await expect(sessions.appendEvent({ session, event: event({ 'user:b': half }) })).rejects.toBeInstanceOf(
+      DocumentTooLargeError,
+    );
+    const loaded = await sessions.getSession({ appName, userId: 'u', sessionId: 's' });
+    expect(Object.keys(loaded?.state ?? {}).sort()).toEqual(['a', 'user:a']);
+    expect(loaded?.events).toHaveLength(1);
+  });
+});
+
+describe('session time-to-live', () => {
+  it('stamps the session document with now + sessionTtlMs on create and on every append', async () => {
+    let now = 1_800_000_000_000;
+    const sessions = service({ sessionTtlMs: 60_000, now: () => now });
+    const appName = app();
+    const session = await sessions.createSession({ appName, userId: 'u', sessionId: 's' });
+    const head = () =>
+      firestore.collection(rootCollection).doc(`k${appName}`).collection('adk_sessions').doc('ku.s').get();
+    expect((await head()).get('expireAt').toMillis()).toBe(1_800_000_060_000);
+    now += 5_000;
+    await sessions.appendEvent({ session, event: event() });
+    expect((await head()).get('expireAt').toMillis()).toBe(1_800_000_065_000);
+  });
+
+  it('uses the ttlField given, and writes no expiry without sessionTtlMs', async () => {
+    const appName = app();
+    await service({ sessionTtlMs: 1_000, ttlField: 'deleteAfter' }).createSession({
+      appName,
+      userId: 'u',
+      sessionId: 'a',
+    });
+    await service().createSession({ appName, userId: 'u', sessionId: 'b' });
+    const sessionsCollection = firestore.collection(rootCollection).doc(`k${appName}`).collection('adk_sessions');
+    const a = await sessionsCollection.doc('ku.a').get();
+    const b = await sessionsCollection.doc('ku.b').get();
+    expect(a.get('deleteAfter')).toBeDefined();
+    expect(a.get('expireAt')).toBeUndefined();
+    expect(b.get('expireAt')).toBeUndefined();
+  });
+
+  it('rejects options it cannot honour', () => {
+    expect(() => service({ sessionTtlMs: -1 })).toThrow(TypeError);
+    expect(() => service({ sessionTtlMs: 1, ttlField: 'state' })).toThrow(TypeError);
+    expect(() => service({ ttlField: 'a.b' })).toThrow(TypeError);
+    expect(() => service({ maxTransactionAttempts: 0 })).toThrow(TypeError);
+    expect(() => new FirestoreSessionService({} as FirestoreSessionServiceOptions)).toThrow(TypeError);
+  });
+});
+
+describe('deleting and re-creating', () => {
+  function sessionRef(appName: string, userId: string, sessionId: string) {
+    return firestore
+      .collection(rootCollection)
+      .doc(`k${appName}`)
+      .collection('adk_sessions')
+      .doc(`k${userId}.${sessionId}`);
+  }
+
+  it('deletes sessions with more events than one delete commit holds', async () => {
+    const sessions = service();
+    const appName = app();
+    const session = await sessions.createSession({ appName, userId: 'u', sessionId: 's' });
+    await sessions.appendEvent({ session, event: event({ a: 1 }) });
+    const ref = sessionRef(appName, 'u', 's');
+    const incarnation = (await ref.get()).get('incarnation');
+    for (let start = 0; start < 700; start += 350) {
+      const batch = firestore.batch();
+      for (let i = start; i < start + 350; i++) {
+        batch.set(ref.collection('adk_events').doc(`kextra${i}`), {
+          id: `extra${i}`,
+          timestamp: i,
+          seq: i + 2,
+          revision: 2,
+          incarnation,
+          json: '{}',
+        });
+      }
+      await batch.commit();
+    }
+    await sessions.deleteSession({ appName, userId: 'u', sessionId: 's' });
+    expect((await ref.collection('adk_events').get()).size).toBe(0);
+    expect((await ref.get()).exists).toBe(false);
+  });
+
+  it('a new session never inherits events left behind by a deleted one (interrupted delete, TTL expiry)', async () => {
+    const sessions = service();
+    const appName = app();
+    const session = await sessions.createSession({ appName, userId: 'u', sessionId: 's', state: { old: 1 } });
+    for (let i = 0; i < 3; i++) await sessions.appendEvent({ session, event: event({ i }) });
+    // What a TTL policy or a crash after the first delete commit leaves: the events, without their head.
+    await sessionRef(appName, 'u', 's').delete();
+    expect(await sessions.getSession({ appName, userId: 'u', sessionId: 's' })).toBeUndefined();
+    const fresh = await sessions.createSession({ appName, userId: 'u', sessionId: 's', state: { new: 1 } });
+    await sessions.appendEvent({ session: fresh, event: event({ n: 1 }) });
+    const loaded = await sessions.getSession({ appName, userId: 'u', sessionId: 's' });
+    expect(loaded?.state).toEqual({ new: 1, n: 1 });
+    expect(loaded?.events).toHaveLength(1);
+    expect((await sessionRef(appName, 'u', 's').collection('adk_events').get()).size).toBe(1);
+  });
+});
+
+describe('event filters', () => {
+  it('return exactly what the reference implementation returns, on a log whose timestamps go back and forth', async () => {
+    const sessions = service();
+    const appName = app();
+    const session = await sessions.createSession({ appName, userId: 'u', sessionId: 's' });
+    const stamps = [50, 10, 70, 70, 20.25, 90, 30, 30, 80, 10, 60, 100, 40.5, 55, 55];
+    const log: Array<{ id: string; timestamp: number }> = [];
+    for (const timestamp of stamps) {
+      const appended = await sessions.appendEvent({ session, event: event({}, { timestamp }) });
+      log.push({ id: appended.id, timestamp });
+    }
+    // Re-appending an early event replaces it in place, with a new timestamp.
+    const replaced = event({}, { id: log[2]!.id, timestamp: 5 });
+    await sessions.appendEvent({ session, event: replaced });
+    log[2] = { id: replaced.id, timestamp: 5 };
+    const afters = [undefined, -1, 0, 5, 9, 10, 10.5, 30, 54.5, 55, 60, 99, 100, 1_000, Number.POSITIVE_INFINITY];
+    const limits = [undefined, 0, 1, 2, 5, 100];
+    for (const afterTimestamp of afters) {
+      for (const limit of limits) {
+        const config = {
+          ...(afterTimestamp === undefined ? {} : { afterTimestamp }),
+          ...(limit === undefined ? {} : { numRecentEvents: limit }),
+        };
+        const loaded = await sessions.getSession({ appName, userId: 'u', sessionId: 's', config });
+        const expected = selectEvents(log, {
+          ...(afterTimestamp === undefined ? {} : { afterTimestamp }),
+          ...(limit === undefined ? {} : { limit }),
+        });
+        expect(
+          loaded?.events.map((e) => e.id),
+          JSON.stringify(config),
+        ).toEqual(expected.map((e) => e.id));
+      }
+    }
+  });
+});
+
+describe('reads', () => {
+  it('never show part of an append while appends are running', async () => {
+    // The writer has a client of its own, as another process would.
+    const writerClient = emulatorClient();
+    const writer = new FirestoreSessionService({ firestore: writerClient, rootCollection });
+    const reader = service();
+    const appName = app();
+    const session = await writer.createSession({ appName, userId: 'u', sessionId: 's', state: { n: 0 } });
+    let done = false;
+    const writing = (async () => {
+      for (let n = 1; n <= 40; n++) await writer.appendEvent({ session, event: event({ n, 'user:n': n }) });
+      done = true;
+    })();
+    const key = { appName, userId: 'u', sessionId: 's' };
+    let reads = 0;
+    while (!done || reads === 0) {
+      // Several reads at once, so that appends land between the two halves of some of them.
+      const [all, tail, after] = (await Promise.all([
+        reader.getSession(key),
+        reader.getSession({ ...key, config: { numRecentEvents: 1 } }),
+        reader.getSession({ ...key, config: { afterTimestamp: 0 } }),
+      ])) as Session[];
+      for (const read of [all, tail, after] as Session[]) {
+        const last = read.events[read.events.length - 1];
+        const n = (last?.actions.stateDelta.n as number | undefined) ?? 0;
+        expect(read.state.n).toBe(n);
+        expect(read.state['user:n'] ?? 0).toBe(n);
+      }
+      expect(all?.events).toHaveLength(all?.state.n as number);
+      expect(after?.events).toHaveLength(after?.state.n as number);
+      reads++;
+    }
+    await writing;
+    await writerClient.terminate();
+  });
+
+  it('list sessions in JavaScript id order on ties, across the whole of Unicode', async () => {
+    const sessions = service();
+    const appName = app();
+    const ids = ['b', '\uffff', '\u{10000}', 'a', '\ue000', 'é', 'A'];
+    for (const sessionId of ids) {
+      const session = await sessions.createSession({ appName, userId: 'u', sessionId });
+      await sessions.appendEvent({ session, event: event({}, { timestamp: 1_000 }) });
+    }
+    const sorted = [...ids].sort();
+    expect((await sessions.listSessions({ appName })).sessions.map((s) => s.id)).toEqual(sorted);
+    const page = await sessions.listSessions({ appName, userId: 'u', limit: 3, page: 2 });
+    expect(page.sessions.map((s) => s.id)).toEqual(sorted.slice(3, 6));
+    expect(page.totalItems).toBe(ids.length);
+  });
+
+  it('list sessions by lastUpdateTime whether the times are whole or fractional', async () => {
+    const sessions = service();
+    const appName = app();
+    const plan: Array<[string, number]> = [
+      ['a', 2_000.5],
+      ['b', 2_000],
+      ['c', 1_999.75],
+      ['d', 3_000],
+      ['e', 2_000.5],
+    ];
+    for (const [sessionId, timestamp] of plan) {
+      const session = await sessions.createSession({ appName, userId: 'u', sessionId });
+      await sessions.appendEvent({ session, event: event({}, { timestamp }) });
+    }
+    const asc = await sessions.listSessions({ appName });
+    expect(asc.sessions.map((s) => s.id)).toEqual(['c', 'b', 'a', 'e', 'd']);
+    const desc = await sessions.listSessions({ appName, order: 'desc', limit: 2, page: 2 });
+    expect(desc.sessions.map((s) => s.id)).toEqual(['e', 'b']);
+  });
+});

@@ -1,0 +1,16 @@
+/**
+ * A Firestore client for the emulator of this run: dummy credentials and a
+ * fixed project, so it never asks a metadata server or a token endpoint.
+ */
+import { Firestore } from '@google-cloud/firestore';
+import { inject } from 'vitest';
+import { TEST_PROJECT_ID } from './env.js';
+
+export function emulatorClient(): Firestore {
+  return new Firestore({
+    projectId: TEST_PROJECT_ID,
+    host: inject('firestoreEmulator').hostPort,
+    ssl: false,
+    credentials: { client_email: 'test@example.com', private_key: 'dummy' },
+  });
+}

@@ -1,0 +1,36 @@
+/**
+ * Gives every test file a MongoDB to talk to: the server named by
+ * MONGODB_URL when it is set (a replica set or a sharded cluster), otherwise
+ * the project's stand-in, started here as a replica-set primary on a free
+ * port and stopped after the run.
+ */
+import type { TestProject } from 'vitest/node';
+import { type StandIn, startStandIn } from './standin/index.js';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    /** The connection string of the server under test. */
+    mongoUrl: string;
+    /** True when the server is the stand-in started for this run (MONGODB_URL unset). */
+    usingStandIn: boolean;
+  }
+}
+
+let standIn: StandIn | undefined;
+
+export async function setup(project: TestProject): Promise<void> {
+  const external = process.env.MONGODB_URL;
+  if (external) {
+    project.provide('mongoUrl', external);
+    project.provide('usingStandIn', false);
+    return;
+  }
+  standIn = await startStandIn({ replicaSet: 'rs0' });
+  project.provide('mongoUrl', standIn.url);
+  project.provide('usingStandIn', true);
+}
+
+export async function teardown(): Promise<void> {
+  await standIn?.stop();
+  standIn = undefined;
+}

@@ -1,0 +1,222 @@
+/**
+ * The issue's targets, checked against the ratios of one run. Every figure
+ * comes from the results; the notes say what the run shows about a miss.
+ */
+import { formatMs, formatRate, formatRatio } from './report/format.js';
+import type { Check, Results, WorkloadId } from './results.js';
+
+function median(results: Results, workload: WorkloadId, target: string): number | undefined {
+  return results.workloads.find((each) => each.id === workload)?.cells[target]?.value?.median;
+}
+
+function probeRate(results: Results, backend: string, probe: string): number | undefined {
+  return results.backends.find((each) => each.id === backend)?.probes.find((each) => each.name === probe)?.sequential
+    .median;
+}
+
+/** Why a figure is missing: the target was skipped, not selected, or its workload failed. */
+function missing(results: Results, targets: string[], workloads: WorkloadId[] = []): string {
+  const reasons: string[] = [];
+  for (const id of targets) {
+    const info = results.targets.find((each) => each.id === id);
+    if (!info) {
+      reasons.push(`${id} was not part of this run`);
+      continue;
+    }
+    if (info.status === 'skipped') {
+      reasons.push(`${info.label} was skipped: ${info.reason}`);
+      continue;
+    }
+    for (const workload of workloads) {
+      const error = results.workloads.find((each) => each.id === workload)?.cells[id]?.error;
+      if (error) reasons.push(`${workload} failed on ${info.label}: ${error}`);
+    }
+  }
+  return reasons.length > 0 ? reasons.join('; ') : 'a figure is missing';
+}
+
+function check(
+  base: Omit<Check, 'status' | 'measured' | 'note'>,
+  measured: number | undefined,
+  whyMissing: () => string,
+  whyMissed?: (measured: number) => string | undefined,
+): Check {
+  if (measured === undefined || !Number.isFinite(measured)) {
+    return { ...base, status: 'not measured', note: whyMissing() };
+  }
+  const met = base.comparison === '>=' ? measured >= base.bound : measured <= base.bound;
+  const note = met ? undefined : whyMissed?.(measured);
+  return { ...base, status: met ? 'met' : 'missed', measured, ...(note ? { note } : {}) };
+}
+
+function ratio(numerator: number | undefined, denominator: number | undefined): number | undefined {
+  if (numerator === undefined || denominator === undefined || denominator === 0) return undefined;
+  return numerator / denominator;
+}
+
+function roundTripsOf(results: Results, target: string, operation: string): number | undefined {
+  return results.roundTrips[target]?.operations[operation];
+}
+
+/** What the run shows about a store whose recent-events read grows with the history. */
+function recentGrowthNote(results: Results, target: string, measured: number): string {
+  const small = median(results, 'recent-small', target);
+  const large = median(results, 'recent-large', target);
+  const trips = roundTripsOf(results, target, 'getSessionRecent');
+  const figures = `${small === undefined ? '?' : formatMs(small)} at the short history, ${large === undefined ? '?' : formatMs(large)} at the long one (${formatRatio(measured)}), with the same ${trips ?? '?'} round trip(s)`;
+  const server = SERVER_SORTS[target];
+  if (server) return `${figures}: the time goes to the server. ${server}`;
+  return `${figures}: the server or the store does work proportional to the history.`;
+}
+
+/**
+ * Test servers that answer "the last n by position" by sorting every matching
+ * document (checked in their sources), where a production server walks an index.
+ */
+const SERVER_SORTS: Record<string, string> = {
+  mongodb:
+    "The bench runs the adapter's MongoDB stand-in, whose find sorts every matching document before it applies the limit (its indexes serve equality only); a mongod with the adapter's (session, seq) index reads just the last entries. Not measured here: no mongod on this machine.",
+  firestore:
+    "The bench runs the npm Firestore emulator, which sorts every document of the events collection before it applies the limit; Firestore itself serves ordered, limited queries from its indexes. Not measured here: no access to Firestore or Google's emulator.",
+};
+
+export function evaluateChecks(results: Results): Check[] {
+  const checks: Check[] = [];
+  const { sizes } = results.options;
+  const recent = sizes.recentEvents ?? 10;
+  const large = (sizes.largeHistory ?? 0).toLocaleString('en-US');
+  const small = (sizes.smallHistory ?? 0).toLocaleString('en-US');
+  const sessions = sizes.concurrentSessions ?? 32;
+
+  const redisSequential = median(results, 'append-sequential', 'redis');
+  const redisConcurrent = median(results, 'append-concurrent', 'redis');
+  const ping = probeRate(results, 'redis', 'PING');
+
+  checks.push(
+    check(
+      {
+        id: 'redis-append-vs-raw',
+        target: 'Redis appendEvent sequential ≥ 0.5× the raw round-trip rate',
+        bound: 0.5,
+        comparison: '>=',
+        formula: 'adk-state Redis appendEvent/s (workload 1) ÷ Redis PING/s, both one request at a time',
+      },
+      ratio(redisSequential, ping),
+      () => missing(results, ['redis'], ['append-sequential']),
+      () => {
+        const trips = roundTripsOf(results, 'redis', 'appendEvent');
+        const cell = results.workloads.find((each) => each.id === 'append-sequential')?.cells.redis;
+        const first = cell?.firstTenth?.median;
+        const last = cell?.lastTenth?.median;
+        const parts = [
+          `An append is ${trips ?? '?'} round trip(s), as a PING is; the difference is work, not waiting.`,
+        ];
+        if (first !== undefined && last !== undefined && ping !== undefined) {
+          parts.push(
+            `Within a sample the rate falls from ${formatRate(first)}/s over the first tenth of the events to ${formatRate(last)}/s over the last: core applies each delta to the caller's session through @google/adk's own BaseSessionService.appendEvent, which searches the session object's events for the event id, so every append costs more as the one session object of this workload fills up.`,
+          );
+          parts.push(
+            `Over the first tenth the ratio to PING is ${formatRatio(first / ping)}; the rest is the append script on the server (revision check, event, three state buckets) and core's validation and encoding in this process.`,
+          );
+        }
+        return parts.join(' ');
+      },
+    ),
+  );
+
+  checks.push(
+    check(
+      {
+        id: 'redis-concurrent-vs-sequential',
+        target: `Redis appendEvent with ${sessions} concurrent sessions ≥ 3× its own sequential rate`,
+        bound: 3,
+        comparison: '>=',
+        formula: `adk-state Redis appendEvent/s with ${sessions} sessions at once (workload 2) ÷ one session (workload 1)`,
+      },
+      ratio(redisConcurrent, redisSequential),
+      () => missing(results, ['redis'], ['append-sequential', 'append-concurrent']),
+      () => {
+        const probe = results.backends.find((each) => each.id === 'redis')?.probes.find((each) => each.name === 'PING');
+        const raw = probe ? probe.concurrent.median / probe.sequential.median : undefined;
+        return `With ${results.options.rawConcurrency} requests in flight even PING gains only ${raw === undefined ? '?' : formatRatio(raw)} over one at a time here: the bench and redis-server share ${results.machine.cores} cores, and the client-side work of each append is done on one thread.`;
+      },
+    ),
+  );
+
+  for (const info of results.targets.filter((each) => each.kind === 'store')) {
+    const largeMs = median(results, 'recent-large', info.id);
+    const smallMs = median(results, 'recent-small', info.id);
+    checks.push(
+      check(
+        {
+          id: `recent-flat-${info.id}`,
+          target: `${info.label}: getSession (${recent} recent) at ${large} events ≤ 1.5× its time at ${small} events`,
+          bound: 1.5,
+          comparison: '<=',
+          formula: `getSession time with ${large} events ÷ with ${small} events (workload 3)`,
+        },
+        ratio(largeMs, smallMs),
+        () => missing(results, [info.id], ['recent-small', 'recent-large']),
+        (measured) => recentGrowthNote(results, info.id, measured),
+      ),
+    );
+  }
+
+  const memoryLarge = median(results, 'recent-large', 'memory');
+  const adkLarge = median(results, 'recent-large', 'adk-in-memory');
+  checks.push(
+    check(
+      {
+        id: 'memory-vs-adk-in-memory',
+        target: `Memory store: getSession (${recent} recent) at ${large} events ≥ 50× faster than ADK's InMemorySessionService`,
+        bound: 50,
+        comparison: '>=',
+        formula: `InMemorySessionService time ÷ adk-state memory time, getSession with ${large} events (workload 3)`,
+      },
+      ratio(adkLarge, memoryLarge),
+      () => missing(results, ['memory', 'adk-in-memory'], ['recent-large']),
+      () =>
+        'InMemorySessionService deep-copies the whole session before it keeps the last events; the memory store copies only the events it returns, so the ratio grows with the history: at this history length it stays under the bound.',
+    ),
+  );
+
+  const heap = results.memory.memory;
+  checks.push(
+    check(
+      {
+        id: 'memory-heap',
+        target: 'Memory store: heap per event ≤ 3× its JSON size',
+        bound: 3,
+        comparison: '<=',
+        formula: 'heap growth per stored event (after GC) ÷ mean JSON size of the stored event (workload 7)',
+      },
+      ratio(heap?.bytesPerEvent?.median, heap?.jsonBytesPerEvent),
+      () => heap?.error ?? missing(results, ['memory']),
+      () =>
+        'Besides the JSON text, each event costs its id in the index map and a small record; for events this small the fixed part weighs more.',
+    ),
+  );
+
+  const postgresSequential = median(results, 'append-sequential', 'adk-db-postgresql');
+  checks.push(
+    check(
+      {
+        id: 'redis-vs-adk-postgresql',
+        target: "Redis store appendEvent ≥ 10× the throughput of ADK's DatabaseSessionService on PostgreSQL",
+        bound: 10,
+        comparison: '>=',
+        formula:
+          'adk-state Redis appendEvent/s ÷ DatabaseSessionService (PostgreSQL) appendEvent/s, one session (workload 1)',
+      },
+      ratio(redisSequential, postgresSequential),
+      () => missing(results, ['redis', 'adk-db-postgresql'], ['append-sequential']),
+      () => {
+        const theirs = roundTripsOf(results, 'adk-db-postgresql', 'appendEvent');
+        const ours = roundTripsOf(results, 'redis', 'appendEvent');
+        return `DatabaseSessionService sends ${theirs ?? '?'} SQL statements per append, the Redis store ${ours ?? '?'} round trip(s); the remaining gap is the client-side work of each append in this process (see the first target).`;
+      },
+    ),
+  );
+
+  return checks;
+}

@@ -1,0 +1,147 @@
+/** The readable table printed on stdout. */
+import { machineLine } from '../machine.js';
+import type { Results } from '../results.js';
+import {
+  checkVerdict,
+  formatBytes,
+  formatRatio,
+  growth,
+  probeRows,
+  ROUND_TRIP_OPERATIONS,
+  type WorkloadColumns,
+  type WorkloadRow,
+  workloadAlignment,
+  workloadCells,
+  workloadHeader,
+  workloadRows,
+} from './format.js';
+
+type Align = 'left' | 'right';
+
+/** Plain-text columns, padded to the widest cell. */
+export function textTable(header: string[], rows: string[][], align: Align[]): string {
+  const widths = header.map((cell, column) =>
+    Math.max([...cell].length, ...rows.map((row) => [...(row[column] ?? '')].length)),
+  );
+  const line = (cells: string[]) =>
+    cells
+      .map((cell, column) => {
+        const pad = ' '.repeat((widths[column] as number) - [...cell].length);
+        return align[column] === 'right' ? pad + cell : cell + pad;
+      })
+      .join('  ')
+      .trimEnd();
+  return [line(header), line(widths.map((width) => '-'.repeat(width))), ...rows.map(line)]
+    .map((text) => `  ${text}`)
+    .join('\n');
+}
+
+function workloadTable(rows: WorkloadRow[], unit: string, columns: WorkloadColumns): string {
+  const align = workloadAlignment(columns).map((right): Align => (right ? 'right' : 'left'));
+  return textTable(
+    workloadHeader(unit, columns),
+    rows.map((row) => workloadCells(row, columns)),
+    align,
+  );
+}
+
+export function renderTable(results: Results): string {
+  const out: string[] = [];
+  out.push('adk-state bench');
+  out.push(`  date     ${results.date}`);
+  out.push(`  machine  ${machineLine(results.machine)}`);
+  out.push(`  command  ${results.command}`);
+  out.push(
+    `  samples  ${results.options.repetitions} per figure after a warm-up, interleaved across targets; median and min – max`,
+  );
+  for (const backend of results.backends) out.push(`  backend  ${backend.details}`);
+  for (const target of results.targets) {
+    if (target.status === 'skipped') out.push(`  skipped  ${target.label}: ${target.reason}`);
+    else if (target.details) out.push(`  note     ${target.label}: ${target.details}`);
+  }
+  out.push('');
+  out.push('"vs" columns: how many times faster than that peer (higher is better).');
+  out.push(
+    '"last ÷ first tenth": append rate over the last tenth of a sample ÷ over its first tenth (1.0: no slowdown).',
+  );
+
+  for (const workload of results.workloads) {
+    out.push('');
+    const isAppend = workload.id.startsWith('append');
+    const better = workload.unit === 'ms' ? 'time per call, lower is better' : 'events per second, higher is better';
+    out.push(`${workload.title}  [${better}]`);
+    const rows = workloadRows(results, workload);
+    if (isAppend) rows.push(...probeRows(results, workload.id === 'append-concurrent'));
+    out.push(workloadTable(rows, workload.unit, { events: isAppend, drift: workload.id === 'append-sequential' }));
+  }
+
+  out.push('');
+  out.push('3. growth with history: getSession (recent) time at the long history ÷ at the short one  [1.0 is flat]');
+  out.push(
+    textTable(
+      ['target', 'ratio'],
+      results.targets
+        .filter((target) => target.status === 'ok')
+        .map((target) => {
+          const value = growth(results, target.id);
+          return [target.label, value === undefined ? 'n/a' : formatRatio(value)];
+        }),
+      ['left', 'right'],
+    ),
+  );
+
+  out.push('');
+  out.push('6. round trips per operation');
+  out.push(
+    textTable(
+      ['target', ...ROUND_TRIP_OPERATIONS.map(([, title]) => title), 'counted as'],
+      results.targets
+        .filter((target) => target.status === 'ok')
+        .map((target) => {
+          const result = results.roundTrips[target.id];
+          if (!result) return [target.label, ...ROUND_TRIP_OPERATIONS.map(() => ''), 'not counted'];
+          return [
+            target.label,
+            ...ROUND_TRIP_OPERATIONS.map(([key]) => String(result.operations[key] ?? '–')),
+            result.error ? `${result.unit} (failed: ${result.error})` : result.unit,
+          ];
+        }),
+      ['left', ...ROUND_TRIP_OPERATIONS.map(() => 'right' as const), 'left'],
+    ),
+  );
+
+  out.push('');
+  out.push(
+    `7. memory: heap bytes per stored event (after GC, ${results.options.sizes.memoryEvents?.toLocaleString('en-US')} events) against the event's JSON size`,
+  );
+  out.push(
+    textTable(
+      ['target', 'heap/event', 'min – max', 'JSON/event', 'heap ÷ JSON'],
+      Object.entries(results.memory).map(([id, memory]) => {
+        const name = results.targets.find((target) => target.id === id)?.label ?? id;
+        if (!memory.bytesPerEvent || memory.jsonBytesPerEvent === undefined) {
+          return [name, 'failed', memory.error ?? '', '', ''];
+        }
+        return [
+          name,
+          formatBytes(memory.bytesPerEvent.median),
+          `${formatBytes(memory.bytesPerEvent.min)} – ${formatBytes(memory.bytesPerEvent.max)}`,
+          formatBytes(memory.jsonBytesPerEvent),
+          formatRatio(memory.bytesPerEvent.median / memory.jsonBytesPerEvent),
+        ];
+      }),
+      ['left', 'right', 'right', 'right', 'right'],
+    ),
+  );
+
+  out.push('');
+  out.push('targets');
+  for (const check of results.checks) {
+    out.push(`  [${check.status === 'met' ? 'met' : check.status === 'missed' ? 'MISSED' : 'n/a'}] ${check.target}`);
+    out.push(`        ${checkVerdict(check)}: ${check.formula}`);
+    if (check.note) out.push(`        ${check.note}`);
+  }
+  out.push('');
+  out.push(`done in ${results.durationSeconds.toFixed(1)} s`);
+  return out.join('\n');
+}

@@ -1,0 +1,108 @@
+/** The shape of results.json: every figure of a run. */
+import type { Summary } from './stats.js';
+import type { TargetKind } from './targets/types.js';
+
+export interface Machine {
+  cores: number;
+  cpuModel: string;
+  memoryGiB: number;
+  node: string;
+  os: string;
+}
+
+export interface TargetInfo {
+  id: string;
+  label: string;
+  kind: TargetKind;
+  backend: string;
+  /** `skipped`: its package or backend could not be used in this run (see `reason`). */
+  status: 'ok' | 'skipped';
+  reason?: string;
+  details?: string;
+}
+
+export interface ProbeResult {
+  name: string;
+  /** Requests per second, one at a time. */
+  sequential: Summary;
+  /** Requests per second, with `options.rawConcurrency` in flight. */
+  concurrent: Summary;
+}
+
+export interface BackendInfo {
+  id: string;
+  label: string;
+  details: string;
+  probes: ProbeResult[];
+}
+
+export type WorkloadId = 'append-sequential' | 'append-concurrent' | 'recent-small' | 'recent-large' | 'whole' | 'list';
+
+export interface WorkloadCell {
+  /** events/s for appends, ms per operation for reads. */
+  value?: Summary;
+  /** Appends: events done per sample. */
+  events?: Summary;
+  /** Sequential appends: events/s over the first and the last tenth of each sample. */
+  firstTenth?: Summary;
+  lastTenth?: Summary;
+  /** Set when the workload failed on this target. */
+  error?: string;
+}
+
+export interface WorkloadResult {
+  id: WorkloadId;
+  title: string;
+  unit: 'events/s' | 'ms';
+  cells: Record<string, WorkloadCell>;
+}
+
+export interface RoundTripResult {
+  unit: string;
+  /** Operation name to round trips; empty when not counted. */
+  operations: Record<string, number>;
+  error?: string;
+}
+
+export interface MemoryResult {
+  bytesPerEvent?: Summary;
+  jsonBytesPerEvent?: number;
+  error?: string;
+}
+
+export interface Check {
+  id: string;
+  /** The target as the issue states it. */
+  target: string;
+  status: 'met' | 'missed' | 'not measured';
+  /** The measured ratio. */
+  measured?: number;
+  /** The ratio's bound, and which side passes. */
+  bound: number;
+  comparison: '>=' | '<=';
+  /** How the ratio is computed. */
+  formula: string;
+  /** Why the target is missed (or cannot be measured), from what the run shows. */
+  note?: string;
+}
+
+export interface Results {
+  date: string;
+  command: string;
+  durationSeconds: number;
+  machine: Machine;
+  options: {
+    repetitions: number;
+    sizes: Record<string, number>;
+    minSampleMs: number;
+    maxSampleMs: number;
+    probeMaxMs: number;
+    rawConcurrency: number;
+  };
+  targets: TargetInfo[];
+  backends: BackendInfo[];
+  workloads: WorkloadResult[];
+  roundTrips: Record<string, RoundTripResult>;
+  memory: Record<string, MemoryResult>;
+  checks: Check[];
+}

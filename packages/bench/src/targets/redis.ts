@@ -1,0 +1,34 @@
+/** `@adk-state/adapter-redis` on the bench's own redis-server. */
+import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { type RedisBackend, redisBackend } from '../backends/redis.js';
+import { defineTarget, type OpenTarget } from './types.js';
+
+export const redisStore = defineTarget<RedisBackend>({
+  id: 'redis',
+  label: 'adk-state Redis',
+  kind: 'store',
+  backend: redisBackend,
+  async open(backend): Promise<OpenTarget> {
+    const { RedisSessionService } = await import('@adk-state/adapter-redis');
+    const support = await import('../../../adapter-redis/test/support/index.js');
+    // A named connection, so that the server can tell its commands apart.
+    const connectionName = `adk-state-bench-${randomUUID()}`;
+    const client = new Redis(backend.url, { connectionName });
+    const service = new RedisSessionService({ client, keyPrefix: 'bench:' });
+    return {
+      service,
+      roundTrips: {
+        unit: 'commands received by redis-server (MONITOR)',
+        service,
+        async count(operation) {
+          const seen = await support.countRoundTrips(backend.url, connectionName, operation);
+          return seen.roundTrips;
+        },
+      },
+      async close() {
+        client.disconnect();
+      },
+    };
+  },
+});

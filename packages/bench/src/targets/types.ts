@@ -1,0 +1,108 @@
+/**
+ * What the bench measures: targets (a session service on a backend) and the
+ * backends they run on. Adding a store is one {@link defineTarget} call in
+ * `registry.ts`, plus a {@link BackendSpec} when it needs a new server.
+ */
+import type { BaseSessionService, Event } from '@google/adk';
+
+/** `store`: an adk-state store. `peer`: one of `@google/adk`'s own session services. */
+export type TargetKind = 'store' | 'peer';
+
+/** One trivial request to a backend: its physical limit from this client. */
+export interface Probe {
+  /** e.g. `PING`, `SELECT 1`. */
+  name: string;
+  run(): Promise<unknown>;
+}
+
+/** A backend the bench started (or an in-process one). */
+export interface RunningBackend {
+  /** Facts printed with the results: version, the settings that matter. */
+  details: string;
+  /** Round trips that do no work: the rate no store on this backend can beat. */
+  probes: Probe[];
+  stop(): Promise<void>;
+}
+
+export interface BackendSpec<B extends RunningBackend = RunningBackend> {
+  id: string;
+  label: string;
+  start(): Promise<B>;
+}
+
+/** Counts the requests that operations make to their backend. */
+export interface RoundTripCounter {
+  /** What is counted, e.g. `commands received by redis-server`. */
+  unit: string;
+  /** The service whose requests are counted (the measured one, or a twin on the same backend). */
+  service: BaseSessionService;
+  /** Runs `operation` (calls on {@link service}) and returns how many round trips it made. */
+  count(operation: () => Promise<unknown>): Promise<number>;
+}
+
+export interface SessionKey {
+  appName: string;
+  userId: string;
+  sessionId: string;
+}
+
+/**
+ * A faster way to build the read workloads' data than one call per event,
+ * writing exactly the rows or records the service's own calls would write.
+ */
+export interface Seeder {
+  /** Creates the session `key` holding `events` (already stripped of `temp:` keys). */
+  history(key: SessionKey, events: Event[]): Promise<void>;
+  /** Creates `count` sessions of `appName`, spread over `users`. */
+  sessions(appName: string, users: string[], count: number): Promise<void>;
+}
+
+/** A target ready to be measured. */
+export interface OpenTarget {
+  service: BaseSessionService;
+  /** In-process targets: a new empty service of the same kind (for the heap workload). */
+  fresh?: () => BaseSessionService;
+  /** Round trips per operation; absent when they cannot be counted. In-process targets make none. */
+  roundTrips?: RoundTripCounter | 'in-process';
+  seed?: Seeder;
+  /** Extra facts printed with the results (settings of this target). */
+  details?: string;
+  close(): Promise<void>;
+}
+
+export interface TargetSpec<B extends RunningBackend = RunningBackend> {
+  /** Short id used on the command line (`--only`) and in results.json. */
+  id: string;
+  label: string;
+  kind: TargetKind;
+  backend: BackendSpec<B>;
+  open(backend: B): Promise<OpenTarget>;
+}
+
+/** A target with its backend type erased, so targets of every backend fit in one list. */
+export interface AnyTargetSpec {
+  id: string;
+  label: string;
+  kind: TargetKind;
+  backend: BackendSpec;
+  open(backend: RunningBackend): Promise<OpenTarget>;
+}
+
+export function defineTarget<B extends RunningBackend>(spec: TargetSpec<B>): AnyTargetSpec {
+  return {
+    id: spec.id,
+    label: spec.label,
+    kind: spec.kind,
+    backend: spec.backend as unknown as BackendSpec,
+    open: (backend) => spec.open(backend as B),
+  };
+}
+
+/** The backend of targets that live in the bench's own process. */
+export const IN_PROCESS: BackendSpec = {
+  id: 'in-process',
+  label: 'in process',
+  async start() {
+    return { details: 'no server: the store lives in the bench process', probes: [], async stop() {} };
+  },
+};

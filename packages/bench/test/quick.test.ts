@@ -1,0 +1,123 @@
+/**
+ * Smoke test of the bench: its workload functions and a whole run at tiny
+ * sizes on the in-process targets. Nothing here is timed: it checks that
+ * every figure comes out as a number and that the reports render.
+ */
+import { MemorySessionService } from '@adk-state/adapter-memory';
+import { describe, expect, it } from 'vitest';
+import { defaultOptions } from '../src/options.js';
+import { renderChart } from '../src/report/chart.js';
+import { renderMarkdown } from '../src/report/markdown.js';
+import { renderTable } from '../src/report/table.js';
+import { runBench } from '../src/run.js';
+import { summarize } from '../src/stats.js';
+import { adkInMemory } from '../src/targets/adk.js';
+import { memoryStore } from '../src/targets/memory.js';
+import {
+  appendConcurrent,
+  appendSequential,
+  heapPerEvent,
+  listPage,
+  readRecent,
+  readWhole,
+  seedReads,
+  timeRead,
+} from '../src/workloads.js';
+
+const tiny = {
+  smallHistory: 5,
+  largeHistory: 40,
+  wholeHistory: 20,
+  listSessions: 30,
+  listUsers: 3,
+};
+
+function expectPositiveNumber(value: unknown): void {
+  expect(typeof value).toBe('number');
+  expect(Number.isFinite(value)).toBe(true);
+  expect(value as number).toBeGreaterThan(0);
+}
+
+describe('workloads on the memory store', () => {
+  it('appends one session after the other and many at once', async () => {
+    const service = new MemorySessionService();
+    const one = await appendSequential(service, { appName: 'seq', events: 25, maxMs: 10_000 });
+    expect(one.events).toBe(25);
+    expectPositiveNumber(one.eventsPerSecond);
+    const many = await appendConcurrent(service, { appName: 'conc', events: 25, sessions: 4, maxMs: 10_000 });
+    expect(many.events).toBe(25);
+    expectPositiveNumber(many.eventsPerSecond);
+  });
+
+  it('reads recent events, whole histories and pages of sessions', async () => {
+    const service = new MemorySessionService();
+    const data = await seedReads(service, undefined, 'reads', tiny);
+    for (const read of [
+      () => readRecent(service, data.small, 3),
+      () => readRecent(service, data.large, 3),
+      () => readWhole(service, data.whole, tiny.wholeHistory),
+      () => listPage(service, data.listApp, 10, tiny.listSessions),
+    ]) {
+      const sample = await timeRead(read, 1);
+      expectPositiveNumber(sample.msPerOperation);
+      expect(sample.iterations).toBeGreaterThanOrEqual(3);
+    }
+    await expect(readWhole(service, data.whole, tiny.wholeHistory + 1)).rejects.toThrow(/expected/);
+  });
+
+  it('measures heap bytes per event against the JSON size', async () => {
+    const sample = await heapPerEvent(() => new MemorySessionService(), 200);
+    expect(Number.isFinite(sample.bytesPerEvent)).toBe(true);
+    expectPositiveNumber(sample.jsonBytesPerEvent);
+  });
+
+  it('summarizes samples as median and range', () => {
+    expect(summarize([3, 1, 2])).toMatchObject({ median: 2, min: 1, max: 3 });
+    expect(summarize([4, 1, 2, 3]).median).toBe(2.5);
+  });
+});
+
+describe('a whole run at tiny sizes', () => {
+  it('gives every figure for the in-process targets and renders the reports', async () => {
+    const options = defaultOptions(true);
+    options.sizes = {
+      ...options.sizes,
+      ...tiny,
+      appendEvents: 20,
+      concurrentSessions: 4,
+      recentEvents: 3,
+      listPage: 10,
+      memoryEvents: 100,
+      rawOps: 10,
+    };
+    options.repetitions = 2;
+    options.minSampleMs = 1;
+    options.command = 'smoke test';
+    const lines: string[] = [];
+    const results = await runBench(options, [memoryStore, adkInMemory], (line) => lines.push(line));
+
+    expect(results.targets.map((target) => target.status)).toEqual(['ok', 'ok']);
+    for (const workload of results.workloads) {
+      for (const id of ['memory', 'adk-in-memory']) {
+        const cell = workload.cells[id];
+        expect(cell?.error).toBeUndefined();
+        expectPositiveNumber(cell?.value?.median);
+        expect(cell?.value?.samples).toHaveLength(2);
+      }
+    }
+    expect(results.roundTrips.memory?.operations.appendEvent).toBe(0);
+    expectPositiveNumber(results.memory.memory?.jsonBytesPerEvent);
+    expect(results.checks.find((check) => check.id === 'memory-vs-adk-in-memory')?.status).toMatch(/met|missed/);
+    expect(results.checks.find((check) => check.id === 'redis-vs-adk-postgresql')?.status).toBe('not measured');
+
+    const table = renderTable(results);
+    expect(table).toContain('adk-state memory');
+    expect(table).toContain('ADK InMemorySessionService');
+    const chart = renderChart(results);
+    expect(chart.startsWith('<svg')).toBe(true);
+    expect(chart).toContain('smoke test');
+    const markdown = renderMarkdown(results, 'chart.svg');
+    expect(markdown).toContain('![');
+    expect(markdown).toContain('#### Targets');
+  });
+});
