@@ -14,7 +14,8 @@ for manifest in sorted(root.glob('packages/*/package.json')):
     data['sideEffects'] = False
     data['engines'] = {'node': '>=20'}
     data['publishConfig'] = {'access': 'public', 'provenance': False}
-    data['files'] = ['dist', 'README.md', 'CHANGELOG.md', 'LICENSE']
+    extra = [f for f in data.get('files', []) if f not in ('dist', 'README.md', 'CHANGELOG.md', 'LICENSE')]
+    data['files'] = ['dist', 'README.md', 'CHANGELOG.md', 'LICENSE', *extra]
     scripts = data.setdefault('scripts', {})
     scripts['check:package'] = 'publint --strict && attw --pack . --profile node16'
     keys = ['name', 'version', 'description', 'keywords', 'license', 'repository', 'homepage', 'bugs', 'type', 'sideEffects',

@@ -8,6 +8,7 @@ const root = new URL('..', import.meta.url).pathname;
 const allowed = [
   /^package\.json$/,
   /^README\.md$/,
+  /^firestore\.indexes\.json$/,
   /^LICENSE$/,
   /^CHANGELOG\.md$/,
   /^dist\/index\.(js|cjs|d\.ts|d\.cts)$/,
