@@ -166,3 +166,23 @@ export function workloadCells(row: WorkloadRow, columns: WorkloadColumns): strin
 export function workloadAlignment(columns: WorkloadColumns): boolean[] {
   return workloadHeader('', columns).map((_, index) => index > 0);
 }
+
+/** The header of the memory workload's table (workload 7). */
+export const MEMORY_HEADER = ['target', 'heap/event', 'min – max', 'JSON/event', 'heap ÷ JSON'];
+
+/** One row per target of the memory workload: heap bytes per event against the event's JSON size. */
+export function memoryRows(results: Results): string[][] {
+  return Object.entries(results.memory).map(([id, memory]) => {
+    const name = results.targets.find((target) => target.id === id)?.label ?? id;
+    if (!memory.bytesPerEvent || memory.jsonBytesPerEvent === undefined) {
+      return [name, 'failed', memory.error ?? '', '', ''];
+    }
+    return [
+      name,
+      formatBytes(memory.bytesPerEvent.median),
+      `${formatBytes(memory.bytesPerEvent.min)} – ${formatBytes(memory.bytesPerEvent.max)}`,
+      formatBytes(memory.jsonBytesPerEvent),
+      formatRatio(memory.bytesPerEvent.median / memory.jsonBytesPerEvent),
+    ];
+  });
+}

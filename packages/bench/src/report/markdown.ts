@@ -7,9 +7,10 @@ import { machineLine } from '../machine.js';
 import type { Results } from '../results.js';
 import {
   checkVerdict,
-  formatBytes,
   formatRatio,
   growth,
+  MEMORY_HEADER,
+  memoryRows,
   probeRows,
   ROUND_TRIP_OPERATIONS,
   type WorkloadColumns,
@@ -132,25 +133,7 @@ export function renderMarkdown(results: Results, chartPath: string): string {
     `**7. Memory**: heap bytes per stored event after garbage collection (${sizes.memoryEvents?.toLocaleString('en-US')} events), against the event's JSON size`,
   );
   out.push('');
-  out.push(
-    table(
-      ['target', 'heap/event', 'min – max', 'JSON/event', 'heap ÷ JSON'],
-      Object.entries(results.memory).map(([id, memory]) => {
-        const name = results.targets.find((target) => target.id === id)?.label ?? id;
-        if (!memory.bytesPerEvent || memory.jsonBytesPerEvent === undefined) {
-          return [name, 'failed', memory.error ?? '', '', ''];
-        }
-        return [
-          name,
-          formatBytes(memory.bytesPerEvent.median),
-          `${formatBytes(memory.bytesPerEvent.min)} – ${formatBytes(memory.bytesPerEvent.max)}`,
-          formatBytes(memory.jsonBytesPerEvent),
-          formatRatio(memory.bytesPerEvent.median / memory.jsonBytesPerEvent),
-        ];
-      }),
-      [false, true, true, true, true],
-    ),
-  );
+  out.push(table(MEMORY_HEADER, memoryRows(results), [false, true, true, true, true]));
   out.push('');
   out.push('#### How it is measured');
   out.push('');

@@ -3,9 +3,10 @@ import { machineLine } from '../machine.js';
 import type { Results } from '../results.js';
 import {
   checkVerdict,
-  formatBytes,
   formatRatio,
   growth,
+  MEMORY_HEADER,
+  memoryRows,
   probeRows,
   ROUND_TRIP_OPERATIONS,
   type WorkloadColumns,
@@ -114,25 +115,7 @@ export function renderTable(results: Results): string {
   out.push(
     `7. memory: heap bytes per stored event (after GC, ${results.options.sizes.memoryEvents?.toLocaleString('en-US')} events) against the event's JSON size`,
   );
-  out.push(
-    textTable(
-      ['target', 'heap/event', 'min – max', 'JSON/event', 'heap ÷ JSON'],
-      Object.entries(results.memory).map(([id, memory]) => {
-        const name = results.targets.find((target) => target.id === id)?.label ?? id;
-        if (!memory.bytesPerEvent || memory.jsonBytesPerEvent === undefined) {
-          return [name, 'failed', memory.error ?? '', '', ''];
-        }
-        return [
-          name,
-          formatBytes(memory.bytesPerEvent.median),
-          `${formatBytes(memory.bytesPerEvent.min)} – ${formatBytes(memory.bytesPerEvent.max)}`,
-          formatBytes(memory.jsonBytesPerEvent),
-          formatRatio(memory.bytesPerEvent.median / memory.jsonBytesPerEvent),
-        ];
-      }),
-      ['left', 'right', 'right', 'right', 'right'],
-    ),
-  );
+  out.push(textTable(MEMORY_HEADER, memoryRows(results), ['left', 'right', 'right', 'right', 'right']));
 
   out.push('');
   out.push('targets');
