@@ -39,6 +39,57 @@ async function startRedis() {
   };
 }
 
+// A server of an adapter's own test support, run with tsx in that adapter's folder:
+// it prints one JSON line describing itself, then serves until SIGTERM.
+async function startHelper(folder, script, env = {}) {
+  const child = spawn(process.execPath, ['--import', 'tsx', script], {
+    cwd: new URL(`../../packages/${folder}/`, import.meta.url),
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const line = await new Promise((resolve, reject) => {
+    let text = '';
+    child.stdout.on('data', (chunk) => {
+      text += chunk;
+      const end = text.indexOf('\n');
+      if (end >= 0) resolve(text.slice(0, end));
+    });
+    child.on('exit', (code) => reject(new Error(`${folder}/${script} exited (${code}) before it was ready`)));
+  });
+  const stopped = new Promise((resolve) => child.on('exit', resolve));
+  return {
+    info: JSON.parse(line),
+    stop: async () => {
+      child.kill('SIGTERM');
+      await stopped;
+    },
+  };
+}
+
+async function startMongoStandIn() {
+  const helper = await startHelper('adapter-mongo', 'test/standin/cli.ts');
+  return { env: { MONGODB_URL: helper.info.url }, stop: helper.stop };
+}
+
+// Every process that loads @google-cloud/firestore runs with these: no metadata-server
+// probe, a fixed project, no proxy between the client and the emulator on loopback.
+const FIRESTORE_ENV = {
+  METADATA_SERVER_DETECTION: 'none',
+  GOOGLE_CLOUD_PROJECT: 'adk-state-smoke',
+  GCLOUD_PROJECT: 'adk-state-smoke',
+  grpc_proxy: '',
+  https_proxy: '',
+  http_proxy: '',
+  HTTPS_PROXY: '',
+  HTTP_PROXY: '',
+  no_grpc_proxy: '127.0.0.1,localhost,::1',
+};
+
+async function startFirestoreEmulator() {
+  const helper = await startHelper('adapter-firestore', 'test/support/cli.ts', FIRESTORE_ENV);
+  return { env: { ...FIRESTORE_ENV, FIRESTORE_EMULATOR_HOST: helper.info.hostPort }, stop: helper.stop };
+}
+
 export const adapters = [
   {
     name: '@adk-state/adapter-memory',
@@ -54,5 +105,30 @@ export const adapters = [
     start: startRedis,
     factory:
       "async function makeService(mod) { return new mod.RedisSessionService({ url: process.env.REDIS_URL, keyPrefix: 'smoke:' }); }",
+  },
+  {
+    name: '@adk-state/adapter-mongo',
+    folder: 'adapter-mongo',
+    clients: ['mongodb@7'],
+    start: startMongoStandIn,
+    factory:
+      "async function makeService(mod) { return new mod.MongoSessionService({ url: process.env.MONGODB_URL, dbName: 'smoke' }); }",
+  },
+  {
+    name: '@adk-state/adapter-firestore',
+    folder: 'adapter-firestore',
+    clients: ['@google-cloud/firestore@8'],
+    start: startFirestoreEmulator,
+    // The client gets the emulator, a project and dummy credentials explicitly: it never asks Google for any.
+    factory: `async function makeService(mod) {
+  const { Firestore } = await import('@google-cloud/firestore');
+  const firestore = new Firestore({
+    projectId: process.env.GOOGLE_CLOUD_PROJECT,
+    host: process.env.FIRESTORE_EMULATOR_HOST,
+    ssl: false,
+    credentials: { client_email: 'smoke@example.com', private_key: 'dummy' },
+  });
+  return new mod.FirestoreSessionService({ firestore });
+}`,
   },
 ];

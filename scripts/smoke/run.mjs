@@ -2,7 +2,8 @@
 // ONE adapter from the tarballs into a scratch project outside the workspace, and runs
 // an ADK Runner conversation through it from ESM and from CommonJS, on every Node
 // version of the matrix. Also checks that the install pulled in no other adapter and
-// no backend client but the adapter's own.
+// no backend client but the adapter's own. Every app runs with loopback-guard.cjs preloaded:
+// a connection or lookup beyond this machine fails it.
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -33,6 +34,7 @@ try {
     packed.set(manifest.name, join(tarballs, file));
   }
   const template = readFileSync(new URL('./app.template.js', import.meta.url), 'utf8');
+  const guard = new URL('./loopback-guard.cjs', import.meta.url).pathname;
   const nodes = await nodeBinaries();
 
   for (const adapter of adapters.filter((a) => only.length === 0 || only.includes(a.folder))) {
@@ -79,7 +81,7 @@ try {
     try {
       for (const node of nodes) {
         for (const entry of ['app.mjs', 'app.cjs']) {
-          run(node.path, [entry], {
+          run(node.path, ['--require', guard, entry], {
             cwd: project,
             stdio: ['ignore', 'inherit', 'inherit'],
             env: { ...process.env, ...backend.env, SMOKE_LABEL: `${adapter.name} ${entry}` },

@@ -45,6 +45,8 @@ export interface BenchOptions {
   probeMaxMs: number;
   /** Concurrent requests of the raw round-trip probes' concurrent variant. */
   rawConcurrency: number;
+  /** Pin the bench and the servers to separate cores (see affinity.ts); `--no-pin` leaves placement to the scheduler. */
+  pin: boolean;
   /** Only these target ids (every target when undefined). */
   only: string[] | undefined;
   /** Where results.json, results.md and chart.svg go; undefined writes nothing. */
@@ -90,6 +92,7 @@ export function defaultOptions(quick = false): BenchOptions {
     maxSampleMs: quick ? 500 : 3_000,
     probeMaxMs: quick ? 200 : 750,
     rawConcurrency: 32,
+    pin: !quick,
     only: undefined,
     outDir: undefined,
     quick,
@@ -111,6 +114,7 @@ export const USAGE = `pnpm bench [-- options]
   --min-sample-ms <ms>    a read sample repeats the read for at least this long (default 200)
   --out <dir>             where to write results.json, results.md, chart.svg (default docs/bench)
   --no-write              print the table only
+  --no-pin                leave the bench and the servers wherever the scheduler puts them
   --help`;
 
 /** Parses the command line; `defaultOutDir` is used unless --quick, --out or --no-write say otherwise. */
@@ -130,6 +134,7 @@ export function parseOptions(argv: string[], defaultOutDir: string): BenchOption
       'min-sample-ms': { type: 'string' },
       out: { type: 'string' },
       'no-write': { type: 'boolean', default: false },
+      'no-pin': { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
     },
     strict: true,
@@ -152,6 +157,7 @@ export function parseOptions(argv: string[], defaultOutDir: string): BenchOption
   if (values['max-sample-ms'] !== undefined) options.maxSampleMs = positive('max-sample-ms', values['max-sample-ms']);
   if (values['min-sample-ms'] !== undefined) options.minSampleMs = positive('min-sample-ms', values['min-sample-ms']);
   sizes.listUsers = Math.min(sizes.listUsers, sizes.listSessions);
+  if (values['no-pin']) options.pin = false;
   if (values['no-write']) options.outDir = undefined;
   else if (values.out !== undefined) options.outDir = values.out;
   else if (!values.quick) options.outDir = defaultOutDir;

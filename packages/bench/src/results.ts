@@ -1,4 +1,6 @@
 /** The shape of results.json: every figure of a run. */
+
+import type { Placement } from './affinity.js';
 import type { Summary } from './stats.js';
 import type { TargetKind } from './targets/types.js';
 
@@ -91,6 +93,8 @@ export interface Results {
   command: string;
   durationSeconds: number;
   machine: Machine;
+  /** Where the bench and the servers ran; null when not pinned. */
+  placement: Placement | null;
   options: {
     repetitions: number;
     sizes: Record<string, number>;

@@ -4,6 +4,7 @@
  * trips, measure the heap, stop everything, and return all the figures.
  */
 import { randomUUID } from 'node:crypto';
+import { separateCores } from './affinity.js';
 import { evaluateChecks } from './checks.js';
 import { describeMachine } from './machine.js';
 import type { BenchOptions } from './options.js';
@@ -106,6 +107,7 @@ export async function runBench(
       }
     }
 
+    const placement = options.pin ? await separateCores(log) : undefined;
     const backendInfos = await measureProbes(backends, options, log);
     const workloads = emptyWorkloads(options);
     const cell = (id: WorkloadId, targetId: string): WorkloadCell => {
@@ -240,6 +242,7 @@ export async function runBench(
       command: options.command,
       durationSeconds: 0,
       machine: describeMachine(),
+      placement: placement ?? null,
       options: {
         repetitions: options.repetitions,
         sizes: { ...sizes },

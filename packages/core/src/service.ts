@@ -26,6 +26,7 @@ import {
 } from './errors.js';
 import { assertStorableEvent, decodeEvent, encodeEvent, takeTempEntries } from './events.js';
 import { pageInfo, toListQuery } from './listing.js';
+import { placeEvent } from './placement.js';
 import { assertNonEmptyString, isPossibleKey, type SessionKey, toEventFilter } from './requests.js';
 import { bucketToObject, combineState, type ScopedWrites, scopeOf, splitState } from './scopes.js';
 import type { LoadResult, SessionRecord, SessionStore } from './store.js';
@@ -157,8 +158,11 @@ export class StateSessionService extends BaseSessionService {
     for (const [tempKey, value] of temp) defineEntry(session.state, tempKey, value);
 
     // The same @google/adk module's own appendEvent applies the delta to the
-    // caller's state with ADK's write-order rules and places the event.
-    const appended = await super.appendEvent({ session, event });
+    // caller's state with ADK's write-order rules. It gets the caller's state
+    // object but no events: its search of the events array for the id costs
+    // O(events) per append, so the event is placed here through an index.
+    const appended = await super.appendEvent({ session: { ...session, events: [] }, event });
+    placeEvent(session.events, appended);
     session.lastUpdateTime = event.timestamp;
     this.#revisions.set(session, expectedRevision + 1);
     return appended;
@@ -258,7 +262,9 @@ export class StateSessionService extends BaseSessionService {
       if (scopeOf(stateKey) !== 'temp') delete state[stateKey];
     }
     for (const stateKey of Object.keys(fresh.state)) defineEntry(state, stateKey, fresh.state[stateKey]);
-    session.events.splice(0, session.events.length, ...fresh.events);
+    // Element by element: spreading a long history into splice() would exceed the argument limit.
+    session.events.length = 0;
+    for (const event of fresh.events) session.events.push(event);
     session.lastUpdateTime = fresh.lastUpdateTime;
     return loaded.session.revision;
   }

@@ -3,6 +3,7 @@
  * the run was made, the chart, the targets with their measured ratios, and
  * every figure. Nothing in it is written by hand.
  */
+import { placementLine } from '../affinity.js';
 import { machineLine } from '../machine.js';
 import type { Results } from '../results.js';
 import {
@@ -53,6 +54,8 @@ export function renderMarkdown(results: Results, chartPath: string): string {
   );
   out.push('');
   out.push(`![Throughput of every store and peer, log scale](${chartPath})`);
+  out.push('');
+  out.push(`Placement: ${placementLine(results.placement ?? undefined)}.`);
   out.push('');
   out.push('Backends, all started by the bench on this machine:');
   out.push('');

@@ -1,4 +1,5 @@
 /** The readable table printed on stdout. */
+import { placementLine } from '../affinity.js';
 import { machineLine } from '../machine.js';
 import type { Results } from '../results.js';
 import {
@@ -51,6 +52,7 @@ export function renderTable(results: Results): string {
   out.push('adk-state bench');
   out.push(`  date     ${results.date}`);
   out.push(`  machine  ${machineLine(results.machine)}`);
+  out.push(`  placed   ${placementLine(results.placement ?? undefined)}`);
   out.push(`  command  ${results.command}`);
   out.push(
     `  samples  ${results.options.repetitions} per figure after a warm-up, interleaved across targets; median and min – max`,

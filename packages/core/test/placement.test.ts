@@ -1,0 +1,109 @@
+import { createEvent, type Event } from '@google/adk';
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { placeEvent } from '../src/placement.js';
+
+/** What @google/adk's BaseSessionService.appendEvent does with the events array. */
+function adkPlacement(events: Event[], event: Event): void {
+  const index = events.findIndex((each) => each.id === event.id);
+  if (index >= 0) events[index] = event;
+  else events.push(event);
+}
+
+const event = (id: string, text = id) =>
+  createEvent({ id, author: 'test', content: { role: 'model', parts: [{ text }] } });
+
+/** True when both arrays hold the very same objects in the same order. */
+const same = (left: Event[], right: Event[]) =>
+  left.length === right.length && left.every((each, position) => each === right[position]);
+
+type Step =
+  | { kind: 'place'; id: string }
+  | { kind: 'push'; id: string }
+  | { kind: 'truncate'; length: number }
+  | { kind: 'removeAt'; position: number }
+  | { kind: 'replaceLast'; id: string };
+
+const ids = fc.constantFrom('a', 'b', 'c', 'd', 'e', 'f', 'g', 'h');
+const step: fc.Arbitrary<Step> = fc.oneof(
+  { weight: 6, arbitrary: fc.record({ kind: fc.constant('place' as const), id: ids }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('push' as const), id: ids }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('truncate' as const), length: fc.nat(6) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('removeAt' as const), position: fc.nat(8) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('replaceLast' as const), id: ids }) },
+);
+
+describe('placeEvent', () => {
+  it('replaces an event with the same id in place and pushes any other', () => {
+    const events = [event('a'), event('b'), event('c')];
+    const newer = event('b', 'newer');
+    placeEvent(events, newer);
+    expect(events.map((each) => each.id)).toEqual(['a', 'b', 'c']);
+    expect(events[1]).toBe(newer);
+    placeEvent(events, event('d'));
+    expect(events.map((each) => each.id)).toEqual(['a', 'b', 'c', 'd']);
+  });
+
+  it('replaces the first of duplicate ids, as findIndex finds it', () => {
+    const events = [event('a'), event('x'), event('a')];
+    const newer = event('a', 'newer');
+    placeEvent(events, newer);
+    expect(events[0]).toBe(newer);
+    expect(events[2]).not.toBe(newer);
+  });
+
+  it('sees events pushed by other code between appends', () => {
+    const events: Event[] = [];
+    placeEvent(events, event('a'));
+    events.push(event('compaction'));
+    const again = event('compaction', 'again');
+    placeEvent(events, again);
+    expect(events.map((each) => each.id)).toEqual(['a', 'compaction']);
+    expect(events[1]).toBe(again);
+  });
+
+  it('starts over when other code replaced an indexed element', () => {
+    const events: Event[] = [];
+    for (const id of ['a', 'b', 'c']) placeEvent(events, event(id));
+    events[0] = event('z');
+    const b = event('b', 'newer');
+    placeEvent(events, b);
+    const a = event('a', 'back');
+    placeEvent(events, a);
+    expect(events.map((each) => each.id)).toEqual(['z', 'b', 'c', 'a']);
+    expect(events[1]).toBe(b);
+  });
+
+  it('matches @google/adk on any mix of appends and changes other code makes at the ends', () => {
+    fc.assert(
+      fc.property(fc.array(step, { maxLength: 60 }), (steps) => {
+        const ours: Event[] = [];
+        const theirs: Event[] = [];
+        let version = 0;
+        for (const each of steps) {
+          if (each.kind === 'place') {
+            const appended = event(each.id, `version ${version++}`);
+            placeEvent(ours, appended);
+            adkPlacement(theirs, appended);
+          } else if (each.kind === 'push') {
+            const pushed = event(each.id);
+            ours.push(pushed);
+            theirs.push(pushed);
+          } else if (each.kind === 'truncate') {
+            ours.length = Math.min(ours.length, each.length);
+            theirs.length = Math.min(theirs.length, each.length);
+          } else if (each.kind === 'removeAt') {
+            ours.splice(each.position, 1);
+            theirs.splice(each.position, 1);
+          } else if (ours.length > 0) {
+            const replacement = event(each.id);
+            ours[ours.length - 1] = replacement;
+            theirs[theirs.length - 1] = replacement;
+          }
+          expect(same(ours, theirs)).toBe(true);
+        }
+      }),
+      { numRuns: 500 },
+    );
+  });
+});
