@@ -7,7 +7,12 @@ const net = require('node:net');
 const LOCAL = new Set(['127.0.0.1', '::1', '::ffff:127.0.0.1', 'localhost']);
 const refused = [];
 
-const isLocal = (host) => LOCAL.has(String(host).replace(/^\[(.*)\]$/, '$1').toLowerCase());
+const isLocal = (host) =>
+  LOCAL.has(
+    String(host)
+      .replace(/^\[(.*)\]$/, '$1')
+      .toLowerCase(),
+  );
 
 function refuse(what) {
   refused.push(what);

@@ -54,7 +54,7 @@ export class FileStore implements SessionStore {
         userId: input.key.userId,
         id: input.key.sessionId,
         lastUpdateTime: input.createTime,
-        revision: 1,
+        revision: input.revision,
         state: [...input.state],
         events: [],
       });

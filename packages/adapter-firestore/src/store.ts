@@ -141,7 +141,7 @@ export class FirestoreStore implements SessionStore {
       idOrder: orderKey(input.key.sessionId),
       lastUpdateTime: input.createTime,
       lastUpdateKey: numberKey(input.createTime),
-      revision: 1,
+      revision: input.revision,
       eventCount: 0,
       incarnation: randomUUID(),
       state: encodeState(input.state),

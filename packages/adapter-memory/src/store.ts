@@ -57,7 +57,7 @@ export class MemoryStore implements SessionStore {
         appName,
         userId,
         lastUpdateTime: input.createTime,
-        revision: 1,
+        revision: input.revision,
         state: new Map(input.state),
       },
       events: [],

@@ -151,7 +151,7 @@ export class MongoStore implements SessionStore {
       incarnation: randomUUID(),
       sortId: sortKey(id),
       lastUpdateTime: input.createTime,
-      revision: 1,
+      revision: input.revision,
       state: toStateFields(input.state),
       createdAt: new Date(now),
       ...(ttl !== undefined ? { expiresAt: new Date(now + ttl * 1000) } : {}),

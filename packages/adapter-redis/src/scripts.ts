@@ -47,22 +47,22 @@ end
 /**
  * createSession.
  * KEYS: session, events, eventIds, userState, appState, appIndex, userIndex, expiry
- * ARGV: createTime, nSession, nUser, nApp, ttlMs, appMember, userMember, expiryMember, pairs...
+ * ARGV: createTime, revision, nSession, nUser, nApp, ttlMs, appMember, userMember, expiryMember, pairs...
  * Returns 0 when the session exists, else { userBucket, appBucket } as flat arrays.
  */
 export const CREATE = `${HELPERS}
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('DEL', KEYS[2], KEYS[3])
-local next = hset_pairs(KEYS[1], { '\\0r', '1', '\\0t', ARGV[1], '\\0n', '0' }, 9, tonumber(ARGV[2]))
-next = hset_pairs(KEYS[4], nil, next, tonumber(ARGV[3]))
-hset_pairs(KEYS[5], nil, next, tonumber(ARGV[4]))
-redis.call('ZADD', KEYS[6], ARGV[1], ARGV[6])
-redis.call('ZADD', KEYS[7], ARGV[1], ARGV[7])
-local ttl = tonumber(ARGV[5])
+local next = hset_pairs(KEYS[1], { '\\0r', ARGV[2], '\\0t', ARGV[1], '\\0n', '0' }, 10, tonumber(ARGV[3]))
+next = hset_pairs(KEYS[4], nil, next, tonumber(ARGV[4]))
+hset_pairs(KEYS[5], nil, next, tonumber(ARGV[5]))
+redis.call('ZADD', KEYS[6], ARGV[1], ARGV[7])
+redis.call('ZADD', KEYS[7], ARGV[1], ARGV[8])
+local ttl = tonumber(ARGV[6])
 if ttl > 0 then
-  expire_session(KEYS[1], KEYS[2], KEYS[3], KEYS[8], ttl, ARGV[8])
+  expire_session(KEYS[1], KEYS[2], KEYS[3], KEYS[8], ttl, ARGV[9])
 else
-  redis.call('ZREM', KEYS[8], ARGV[8])
+  redis.call('ZREM', KEYS[8], ARGV[9])
 end
 return { redis.call('HGETALL', KEYS[4]), redis.call('HGETALL', KEYS[5]) }
 `;

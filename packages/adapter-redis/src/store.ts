@@ -73,16 +73,8 @@ export class RedisStore implements SessionStore {
     const keys = this.#keys(input.key);
     const reply = await runScript(this.#client, scripts.create, writeKeys(keys), [
       String(input.createTime),
-      input.state.size,
-      input.userDelta.size,
-      input.appDelta.size,
-      this.#ttl,
-      keys.appMember,
-      keys.userMember,
-      keys.expiryMember,
-      ...pairs(input.state),
-      ...pairs(input.userDelta),
-      ...pairs(input.appDelta),
+      String(input.revision),
+      ...this.#bucketArguments(keys, input.state, input.userDelta, input.appDelta),
     ]);
     if (!Array.isArray(reply)) return { status: 'exists' };
     const [user, app] = reply as [string[], string[]];
@@ -122,21 +114,32 @@ export class RedisStore implements SessionStore {
       String(input.lastUpdateTime),
       encodeEntry(input.event),
       encodeText(input.event.id),
-      input.sessionDelta.size,
-      input.userDelta.size,
-      input.appDelta.size,
-      this.#ttl,
-      keys.appMember,
-      keys.userMember,
-      keys.expiryMember,
-      ...pairs(input.sessionDelta),
-      ...pairs(input.userDelta),
-      ...pairs(input.appDelta),
+      ...this.#bucketArguments(keys, input.sessionDelta, input.userDelta, input.appDelta),
     ]);
     const code = Number(reply);
     if (code === 0) return { status: 'ok' };
     if (code === -1) return { status: 'missing' };
     return { status: 'stale', revision: code };
+  }
+
+  /**
+   * The arguments the create and append scripts share, after their own:
+   * the three bucket sizes, the TTL, the index members, then the
+   * field/value pairs of the session, user and app buckets.
+   */
+  #bucketArguments(keys: SessionKeys, session: Bucket, user: Bucket, app: Bucket): Array<string | number> {
+    return [
+      session.size,
+      user.size,
+      app.size,
+      this.#ttl,
+      keys.appMember,
+      keys.userMember,
+      keys.expiryMember,
+      ...pairs(session),
+      ...pairs(user),
+      ...pairs(app),
+    ];
   }
 
   async deleteSession(key: SessionKey): Promise<void> {

@@ -4,7 +4,7 @@
  * split, `temp:` handling, value validation, revision-based stale detection
  * and the in-place update of the caller's session object.
  */
-import { randomUUID } from 'node:crypto';
+import { randomInt, randomUUID } from 'node:crypto';
 import {
   type AppendEventRequest,
   BaseSessionService,
@@ -46,6 +46,12 @@ export interface StateSessionServiceOptions {
   /** The clock for creation times, in milliseconds. Default: `Date.now`. */
   now?: () => number;
 }
+
+/**
+ * New sessions start at a random revision below this (2^30), leaving room
+ * for a billion appends before a store's number types get near 2^31.
+ */
+const FIRST_REVISION_LIMIT = 2 ** 30;
 
 /** How many times `onStale: 'reload'` reloads before giving up under constant contention. */
 const MAX_RELOADS = 32;
@@ -89,6 +95,7 @@ export class StateSessionService extends BaseSessionService {
     const writes = splitState(state);
     const id = sessionId || this.#generateId();
     const createTime = this.#now();
+    const revision = randomInt(1, FIRST_REVISION_LIMIT);
     const result = await this.#call('createSession', () =>
       this.store.createSession({
         key: { appName, userId, sessionId: id },
@@ -96,6 +103,7 @@ export class StateSessionService extends BaseSessionService {
         userDelta: writes.user,
         appDelta: writes.app,
         createTime,
+        revision,
       }),
     );
     if (result.status === 'exists') throw new AlreadyExistsError(id);
@@ -107,7 +115,7 @@ export class StateSessionService extends BaseSessionService {
       events: [],
       lastUpdateTime: createTime,
     };
-    this.#revisions.set(session, 1);
+    this.#revisions.set(session, revision);
     return session;
   }
 

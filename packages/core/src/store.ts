@@ -18,7 +18,7 @@ export interface SessionHead {
   appName: string;
   userId: string;
   lastUpdateTime: number;
-  /** Bumped by one on every write to the session; a new session has revision 1. */
+  /** Bumped by one on every write to the session; a new session starts at {@link CreateInput.revision}. */
   revision: number;
 }
 
@@ -37,6 +37,12 @@ export interface CreateInput {
   appDelta: Bucket;
   /** Creation time, also the first `lastUpdateTime`. */
   createTime: number;
+  /**
+   * The new session's first revision, stored as given. Core draws it at
+   * random, so that a session object of a deleted session never matches
+   * the revision of a session re-created under the same id.
+   */
+  revision: number;
 }
 
 /** Result of {@link SessionStore.createSession}. */

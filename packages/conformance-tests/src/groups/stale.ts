@@ -34,6 +34,21 @@ export const stale: Group = {
       expect(await service.getAppState({ appName })).toEqual({});
     });
 
+    test('a session object of a deleted session is stale against a session re-created under its id', async (kit) => {
+      const service = await kit.service();
+      const appName = kit.app();
+      const key = { appName, userId: 'u1', sessionId: 's1' };
+      const old = await service.createSession({ ...key, state: { n: 0 } });
+      await service.deleteSession(key);
+      const again = await service.createSession({ ...key, state: { n: 10 } });
+      await expectCode(put(service, old, { n: 1, 'user:u': 'old' }), 'STALE_SESSION', 'StaleSessionError');
+      await put(service, again, { n: 11 });
+      const loaded = await service.getSession(key);
+      expect(plain(loaded?.state)).toEqual({ n: 11 });
+      expect(loaded?.events).toHaveLength(1);
+      expect(await service.getUserState({ appName, userId: 'u1' })).toEqual({});
+    });
+
     test('a refused event keeps its temp: keys and may be appended again after a reload', async (kit) => {
       const service = await kit.service();
       const appName = kit.app();
