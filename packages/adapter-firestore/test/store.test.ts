@@ -52,6 +52,15 @@ describe('document layout', () => {
       sessionId: 's/1',
       state: { 'a.b': 1, 'user:u': 2, 'app:x': 3 },
     });
+    const headRef = () =>
+      firestore
+        .collection(rootCollection)
+        .doc(`k${appName.replace('/', '_002f').replace('.', '_002e')}`)
+        .collection('adk_sessions')
+        .doc('kuser_002e1.s_002f1');
+    // A new session starts at a random revision; the append bumps it by one.
+    const first = (await headRef().get()).get('revision') as number;
+    expect(Number.isInteger(first) && first >= 1 && first < 2 ** 30).toBe(true);
     const appended = await sessions.appendEvent({ session, event: event({ c: true }) });
     const root = firestore.collection(rootCollection);
     const appDocs = (await root.get()).docs.filter((doc) => doc.get('appName') === appName);
@@ -66,14 +75,19 @@ describe('document layout', () => {
       appName,
       userId: 'user.1',
       id: 's/1',
-      revision: 2,
+      revision: first + 1,
       eventCount: 1,
       lastUpdateTime: appended.timestamp,
       state: { ka_002eb: '1', kc: 'true' },
     });
     const stored = (await head.ref.collection('adk_events').get()).docs;
     expect(stored.map((doc) => doc.id)).toEqual([`k${appended.id}`]);
-    expect(stored[0]?.data()).toMatchObject({ id: appended.id, seq: 1, revision: 2, timestamp: appended.timestamp });
+    expect(stored[0]?.data()).toMatchObject({
+      id: appended.id,
+      seq: 1,
+      revision: first + 1,
+      timestamp: appended.timestamp,
+    });
     expect(JSON.parse(stored[0]?.get('json'))).toMatchObject({ id: appended.id, actions: { stateDelta: { c: true } } });
   });
 

@@ -57,17 +57,19 @@ describe('the MongoDB layout', () => {
   it('stores a session, its events and its buckets as the README describes', async () => {
     const appName = uniqueApp();
     const session = await service.createSession({ appName, userId: 'u1', sessionId: 's1', state: { a: 1 } });
+    const db = client.db(dbName);
+    const find = () => db.collection(names.sessions).findOne({ _id: { app: appName, user: 'u1', id: 's1' } as never });
+    // A new session starts at a random revision; the append bumps it by one.
+    const first = (await find())?.revision as number;
+    expect(Number.isInteger(first) && first >= 1 && first < 2 ** 30).toBe(true);
     const appended = event({ b: 'x', 'user:c': true, 'app:d': [1] });
     await service.appendEvent({ session, event: appended });
-    const db = client.db(dbName);
-    const stored = await db
-      .collection(names.sessions)
-      .findOne({ _id: { app: appName, user: 'u1', id: 's1' } as never });
+    const stored = await find();
     expect(stored).toMatchObject({
       _id: { app: appName, user: 'u1', id: 's1' },
       sortId: 's1',
       lastUpdateTime: appended.timestamp,
-      revision: 2,
+      revision: first + 1,
       state: { a: '1', b: '"x"' },
       schemaVersion: 1,
     });
@@ -76,7 +78,7 @@ describe('the MongoDB layout', () => {
     expect(events).toEqual([
       {
         _id: { incarnation: stored?.incarnation, id: appended.id },
-        seq: 2,
+        seq: first + 1,
         timestamp: appended.timestamp,
         json: JSON.stringify(appended),
         schemaVersion: 1,
