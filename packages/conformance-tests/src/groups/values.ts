@@ -69,11 +69,20 @@ export const values: Group = {
       expect(session.state['user:cfg']).toStrictEqual({ other: 2 });
     });
 
-    test('booleans stay booleans and numbers keep their exact value and type', async (kit) => {
+    test('booleans stay booleans, numbers keep their exact value and type, -0 reads as 0 as in JSON', async (kit) => {
       const service = await kit.service();
       const appName = kit.app();
       const session = await service.createSession({ appName, userId: 'u1' });
-      await put(service, session, { f: false, t: true, one: 1, onePointFive: 1.5, str1: '1', strTrue: 'true' });
+      await put(service, session, {
+        f: false,
+        t: true,
+        one: 1,
+        onePointFive: 1.5,
+        str1: '1',
+        strTrue: 'true',
+        zero: -0,
+        nested: { zero: -0 },
+      });
       const loaded = await service.getSession({ appName, userId: 'u1', sessionId: session.id });
       const state = loaded?.state ?? {};
       expect(state.f).toBe(false);
@@ -82,6 +91,8 @@ export const values: Group = {
       expect(state.onePointFive).toBe(1.5);
       expect(state.str1).toBe('1');
       expect(state.strTrue).toBe('true');
+      expect(Object.is(state.zero, 0)).toBe(true);
+      expect(Object.is((state.nested as { zero: number }).zero, 0)).toBe(true);
     });
 
     test('a 1 MB string and a 10,000-element array round-trip', async (kit) => {
