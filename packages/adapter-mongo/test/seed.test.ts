@@ -27,9 +27,11 @@ async function stored(appName: string, sessionId: string) {
   if (!head) throw new Error(`no session ${appName}/${sessionId}`);
   const { incarnation, ...rest } = head;
   const events = await db.collection('adk_events').find({ '_id.incarnation': incarnation }).sort({ seq: 1 }).toArray();
+  // Each session starts at its own random revision: compare revisions and positions from there.
+  const first = (rest.revision as number) - events.length;
   return {
-    head: { ...rest, _id: { ...rest._id, app: 'app' } },
-    events: events.map(({ _id, ...fields }) => ({ id: _id.id, ...fields })),
+    head: { ...rest, revision: rest.revision - first, _id: { ...rest._id, app: 'app' } },
+    events: events.map(({ _id, seq, ...fields }) => ({ id: _id.id, seq: seq - first, ...fields })),
     user: (await db.collection('adk_user_states').findOne({ _id: { app: appName, user: 'u1' } as never }))?.state,
     app: (await db.collection('adk_app_states').findOne({ _id: { app: appName } as never }))?.state,
   };

@@ -3,7 +3,7 @@
  * documents that `createSession` followed by one `appendEvent` per event
  * would write, so read workloads over long histories start in seconds.
  */
-import { randomUUID } from 'node:crypto';
+import { randomInt, randomUUID } from 'node:crypto';
 import { type Bucket, encodeEvent, mergeInto, type SessionKey, splitState } from '@adk-state/core';
 import type { Event } from '@google/adk';
 import { encodeKeyPart, sortKey } from '../src/encoding.js';
@@ -20,6 +20,9 @@ import {
 import type { MongoStore } from '../src/store.js';
 
 const BATCH = 1000;
+
+/** A first revision drawn as core draws it for a new session. */
+const firstRevision = () => randomInt(1, 2 ** 30);
 
 async function mergeBucket(store: MongoStore, collection: string, id: object, delta: Bucket): Promise<void> {
   if (delta.size === 0) return;
@@ -41,6 +44,7 @@ export async function seedHistory(
 ): Promise<void> {
   await store.ready();
   const incarnation = randomUUID();
+  const first = firstRevision();
   const session: Bucket = new Map();
   const user: Bucket = new Map();
   const app: Bucket = new Map();
@@ -53,7 +57,7 @@ export async function seedHistory(
     const stored = encodeEvent(event);
     docs.push({
       _id: { incarnation, id: encodeKeyPart(stored.id) },
-      seq: index + 2,
+      seq: first + index + 1,
       timestamp: stored.timestamp,
       json: stored.json,
       schemaVersion: SCHEMA_VERSION,
@@ -64,7 +68,7 @@ export async function seedHistory(
     incarnation,
     sortId: sortKey(key.sessionId),
     lastUpdateTime: events.length > 0 ? (events[events.length - 1] as Event).timestamp : createTime,
-    revision: 1 + events.length,
+    revision: first + events.length,
     state: toStateFields(session),
     createdAt: new Date(createTime),
     schemaVersion: SCHEMA_VERSION,
@@ -95,7 +99,7 @@ export async function seedSessions(
         incarnation: randomUUID(),
         sortId: sortKey(id),
         lastUpdateTime: createTime + i,
-        revision: 1,
+        revision: firstRevision(),
         state: {},
         createdAt: new Date(createTime),
         schemaVersion: SCHEMA_VERSION,

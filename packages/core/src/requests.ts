@@ -49,7 +49,7 @@ export function toEventFilter(config: GetSessionConfig | undefined): EventFilter
     if (typeof numRecentEvents !== 'number' || !Number.isInteger(numRecentEvents) || numRecentEvents < 0) {
       throw new InvalidArgumentError(
         'config.numRecentEvents',
-        `must be a whole number >= 0, got ${describe(numRecentEvents)}`,
+        `must be a whole number greater than or equal to 0, got ${describe(numRecentEvents)}`,
       );
     }
     filter.limit = numRecentEvents;
