@@ -169,7 +169,7 @@ export class StateSessionService extends BaseSessionService {
     // caller's state with ADK's write-order rules. It gets the caller's state
     // object but no events: its search of the events array for the id costs
     // O(events) per append, so the event is placed here through an index.
-    const appended = await super.appendEvent({ session: { ...session, events: [] }, event });
+    const appended = await super.appendEvent({ session: { ...session, state: session.state, events: [] }, event });
     placeEvent(session.events, appended);
     session.lastUpdateTime = event.timestamp;
     this.#revisions.set(session, expectedRevision + 1);
