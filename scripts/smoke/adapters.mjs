@@ -41,10 +41,9 @@ async function startRedis() {
 
 // A server of an adapter's own test support, run with tsx in that adapter's folder:
 // it prints one JSON line describing itself, then serves until SIGTERM.
-async function startHelper(folder, script, env = {}) {
+async function startHelper(folder, script) {
   const child = spawn(process.execPath, ['--import', 'tsx', script], {
     cwd: new URL(`../../packages/${folder}/`, import.meta.url),
-    env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const line = await new Promise((resolve, reject) => {
@@ -71,23 +70,11 @@ async function startMongoStandIn() {
   return { env: { MONGODB_URL: helper.info.url }, stop: helper.stop };
 }
 
-// Every process that loads @google-cloud/firestore runs with these: no metadata-server
-// probe, a fixed project, no proxy between the client and the emulator on loopback.
-const FIRESTORE_ENV = {
-  METADATA_SERVER_DETECTION: 'none',
-  GOOGLE_CLOUD_PROJECT: 'adk-state-smoke',
-  GCLOUD_PROJECT: 'adk-state-smoke',
-  grpc_proxy: '',
-  https_proxy: '',
-  http_proxy: '',
-  HTTPS_PROXY: '',
-  HTTP_PROXY: '',
-  no_grpc_proxy: '127.0.0.1,localhost,::1',
-};
-
+// The emulator's helper also says which environment a process that loads
+// @google-cloud/firestore needs: no metadata-server probe, a fixed project, no proxy.
 async function startFirestoreEmulator() {
-  const helper = await startHelper('adapter-firestore', 'test/support/cli.ts', FIRESTORE_ENV);
-  return { env: { ...FIRESTORE_ENV, FIRESTORE_EMULATOR_HOST: helper.info.hostPort }, stop: helper.stop };
+  const helper = await startHelper('adapter-firestore', 'test/support/cli.ts');
+  return { env: { ...helper.info.env, FIRESTORE_EMULATOR_HOST: helper.info.hostPort }, stop: helper.stop };
 }
 
 export const adapters = [

@@ -4,13 +4,17 @@
  *
  *   node --import tsx test/support/cli.ts
  *
- * Prints one JSON line, `{"hostPort": "127.0.0.1:<port>"}` (the value for
- * `FIRESTORE_EMULATOR_HOST`), then serves until SIGINT or SIGTERM.
+ * Prints one JSON line, `{"hostPort": "127.0.0.1:<port>", "env": {...}}`: the
+ * value for `FIRESTORE_EMULATOR_HOST`, and the environment a process that
+ * loads `@google-cloud/firestore` should run with (no metadata-server probe, a
+ * fixed project, no proxy). Then serves until SIGINT or SIGTERM.
  */
 import { startFirestoreEmulator } from './emulator.js';
+import { applyTestEnv, TEST_ENV } from './env.js';
 
+applyTestEnv();
 const emulator = await startFirestoreEmulator();
-process.stdout.write(`${JSON.stringify({ hostPort: emulator.hostPort })}\n`);
+process.stdout.write(`${JSON.stringify({ hostPort: emulator.hostPort, env: TEST_ENV })}\n`);
 
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, () => {
