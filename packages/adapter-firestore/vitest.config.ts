@@ -4,14 +4,16 @@ import { defineConfig } from 'vitest/config';
 import { TEST_ENV } from './test/support/env.js';
 
 /**
- * `ADK_STATE_FIRESTORE_CLIENT=v7` runs the tests with the lowest client major
- * this package supports (`@google-cloud/firestore` 7.0.0) instead of the
- * default 8.x dev copy.
+ * `ADK_STATE_FIRESTORE_CLIENT=v7` runs the tests with the lowest client this
+ * package supports (`@google-cloud/firestore` 7.0.0), `v9` with the highest
+ * (9.x, which needs Node 22 or later), instead of the default 8.x dev copy.
  */
 function clientAlias(): Record<string, string> {
-  if (process.env.ADK_STATE_FIRESTORE_CLIENT !== 'v7') return {};
+  const client = process.env.ADK_STATE_FIRESTORE_CLIENT;
+  if (client === undefined || client === '') return {};
+  if (client !== 'v7' && client !== 'v9') throw new Error(`ADK_STATE_FIRESTORE_CLIENT must be v7 or v9, not ${client}`);
   const require = createRequire(import.meta.url);
-  return { '@google-cloud/firestore': dirname(require.resolve('@google-cloud/firestore-v7/package.json')) };
+  return { '@google-cloud/firestore': dirname(require.resolve(`@google-cloud/firestore-${client}/package.json`)) };
 }
 
 export default defineConfig({
