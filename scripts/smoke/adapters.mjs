@@ -40,29 +40,41 @@ async function startRedis() {
 }
 
 // A server of an adapter's own test support, run with tsx in that adapter's folder:
-// it prints one JSON line describing itself, then serves until SIGTERM.
+// it prints one JSON line describing itself, then serves until SIGTERM. A helper that
+// is not ready within a minute, or that says something else, is killed.
 async function startHelper(folder, script) {
   const child = spawn(process.execPath, ['--import', 'tsx', script], {
     cwd: new URL(`../../packages/${folder}/`, import.meta.url),
     stdio: ['ignore', 'pipe', 'inherit'],
   });
-  const line = await new Promise((resolve, reject) => {
-    let text = '';
-    child.stdout.on('data', (chunk) => {
-      text += chunk;
-      const end = text.indexOf('\n');
-      if (end >= 0) resolve(text.slice(0, end));
-    });
-    child.on('exit', (code) => reject(new Error(`${folder}/${script} exited (${code}) before it was ready`)));
-  });
-  const stopped = new Promise((resolve) => child.on('exit', resolve));
-  return {
-    info: JSON.parse(line),
-    stop: async () => {
-      child.kill('SIGTERM');
-      await stopped;
-    },
+  const stopped = new Promise((resolve) => child.once('exit', resolve));
+  const kill = async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
+    await stopped;
+    clearTimeout(timer);
   };
+  try {
+    const line = await new Promise((resolve, reject) => {
+      let text = '';
+      const timer = setTimeout(() => reject(new Error(`${folder}/${script} was not ready within 60 s`)), 60_000);
+      child.stdout.on('data', (chunk) => {
+        text += chunk;
+        const end = text.indexOf('\n');
+        if (end >= 0) {
+          clearTimeout(timer);
+          resolve(text.slice(0, end));
+        }
+      });
+      child.once('error', reject);
+      child.once('exit', (code) => reject(new Error(`${folder}/${script} exited (${code}) before it was ready`)));
+    });
+    return { info: JSON.parse(line), stop: kill };
+  } catch (error) {
+    await kill();
+    throw error;
+  }
 }
 
 async function startMongoStandIn() {

@@ -1,6 +1,6 @@
-// Preloaded (`node --require`) into every smoke app: a TCP connection or a name lookup
-// aimed at anything but this machine is refused and makes the app exit with 1, so the
-// smoke test also proves that no adapter (or its client) reaches beyond loopback.
+// Preloaded (`node --require`) into every smoke app: a TCP connection, a name lookup or a
+// DNS query aimed at anything but this machine is refused and makes the app exit with 1,
+// so the smoke test also proves that no adapter (or its client) reaches beyond loopback.
 const dns = require('node:dns');
 const net = require('node:net');
 
@@ -42,6 +42,27 @@ dns.promises.lookup = async function lookupLocallyPromise(hostname, ...rest) {
   if (isLocal(hostname)) return lookupPromise.call(this, hostname, ...rest);
   throw Object.assign(refuse(`a lookup of ${hostname}`), { code: 'ENOTFOUND' });
 };
+
+// The resolver API (SRV and TXT records, e.g. mongodb+srv or gRPC service configs) asks a
+// DNS server directly: every resolve* and reverse, on the module and on Resolver objects.
+function guardResolvers(target, promises) {
+  for (const name of Object.getOwnPropertyNames(target)) {
+    if (!/^(resolve|reverse)/.test(name) || typeof target[name] !== 'function') continue;
+    const original = target[name];
+    target[name] = function resolveLocally(hostname, ...rest) {
+      if (isLocal(hostname)) return original.call(this, hostname, ...rest);
+      const error = Object.assign(refuse(`a DNS query (${name}) for ${hostname}`), { code: 'ECONNREFUSED' });
+      if (promises) return Promise.reject(error);
+      const callback = rest[rest.length - 1];
+      if (typeof callback === 'function') process.nextTick(() => callback(error));
+      return undefined;
+    };
+  }
+}
+guardResolvers(dns, false);
+guardResolvers(dns.Resolver.prototype, false);
+guardResolvers(dns.promises, true);
+guardResolvers(dns.promises.Resolver.prototype, true);
 
 process.on('exit', () => {
   if (refused.length === 0) return;

@@ -21,12 +21,16 @@ export interface Placement {
 
 /**
  * Pins this process (all its threads) to the first core and every process it
- * started so far, with their descendants, to the others. Call once the
- * servers run and before any is measured: processes they fork later (a
- * PostgreSQL backend per connection) inherit the servers' cores. Needs Linux,
- * two cores and `taskset` (util-linux); otherwise pins nothing and says why.
+ * started so far, with their descendants, to the others, and so too the
+ * `detached` server processes (daemons that left its tree) with theirs. Call
+ * once the servers run and before any is measured: processes they fork later
+ * (a PostgreSQL backend per connection) inherit the servers' cores. Needs
+ * Linux, two cores and `taskset` (util-linux); otherwise pins nothing and says why.
  */
-export async function separateCores(log: (line: string) => void): Promise<Placement | undefined> {
+export async function separateCores(
+  log: (line: string) => void,
+  detached: readonly number[] = [],
+): Promise<Placement | undefined> {
   const cores = cpus().length;
   if (process.platform !== 'linux' || cores < 2) {
     log('not pinning: needs Linux and at least two cores');
@@ -40,7 +44,9 @@ export async function separateCores(log: (line: string) => void): Promise<Placem
     log(`not pinning: ${error instanceof Error ? error.message : String(error)}`);
     return undefined;
   }
-  const servers = descendants(process.pid);
+  const tree = childrenByParent();
+  const servers = [...descendants(tree, process.pid)];
+  for (const pid of detached) servers.push(pid, ...descendants(tree, pid));
   for (const pid of servers) {
     try {
       await run('taskset', ['--all-tasks', '--cpu-list', '--pid', serverCpus, String(pid)]);
@@ -52,8 +58,8 @@ export async function separateCores(log: (line: string) => void): Promise<Placem
   return { clientCpus, serverCpus, serverProcesses: servers.length };
 }
 
-/** Every live descendant of `root`, from /proc. */
-function descendants(root: number): number[] {
+/** The live processes by parent, from /proc. */
+function childrenByParent(): Map<number, number[]> {
   const children = new Map<number, number[]>();
   for (const name of readdirSync('/proc')) {
     if (!/^\d+$/.test(name)) continue;
@@ -69,6 +75,11 @@ function descendants(root: number): number[] {
     siblings.push(Number(name));
     children.set(parent, siblings);
   }
+  return children;
+}
+
+/** Every descendant of `root` in `children`. */
+function descendants(children: Map<number, number[]>, root: number): number[] {
   const found: number[] = [];
   const queue = [...(children.get(root) ?? [])];
   while (queue.length > 0) {

@@ -107,7 +107,8 @@ export async function runBench(
       }
     }
 
-    const placement = options.pin ? await separateCores(log) : undefined;
+    const detached = [...backends.values()].flatMap((entry) => entry.running?.detachedPids?.() ?? []);
+    const placement = options.pin ? await separateCores(log, detached) : undefined;
     const backendInfos = await measureProbes(backends, options, log);
     const workloads = emptyWorkloads(options);
     const cell = (id: WorkloadId, targetId: string): WorkloadCell => {

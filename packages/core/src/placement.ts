@@ -4,14 +4,24 @@
  * place, any other is pushed) without searching the whole array on every
  * append: an id index is kept per events array and brought up to date from
  * whatever the array gained at its end since the last append.
+ *
+ * Other code changes the array between appends: the Runner's flow and ADK's
+ * compactors push events, remove a run of old ones, replace old events with
+ * copies of the same id (thought pruning), or rewrite it as a summary event
+ * followed by the newest events (the anchored compactor). Pushes are indexed
+ * as they come; any other change that moves the first or last element or
+ * shortens the array rebuilds the index; same-id replacements leave it valid;
+ * and a summary event (`isScratchpad`), which the anchored compactor puts at
+ * the front before the Runner appends it, is always looked up afresh.
  */
 import type { Event } from '@google/adk';
 
 interface EventIndex {
   /** The first position of each id, as `Array.prototype.findIndex` would find it. */
   positions: Map<string, number>;
-  /** How many elements were indexed, and the last of them, to notice changes made elsewhere. */
+  /** How many elements were indexed, and the first and last of them, to notice changes made elsewhere. */
   length: number;
+  first: Event | undefined;
   last: Event | undefined;
 }
 
@@ -19,7 +29,7 @@ const indexes = new WeakMap<Event[], EventIndex>();
 
 /** Replaces the event with the same id in `events`, or pushes it; returns `events`. */
 export function placeEvent(events: Event[], event: Event): Event[] {
-  let index = currentIndex(events);
+  let index = (event as { isScratchpad?: unknown }).isScratchpad === true ? rebuild(events) : currentIndex(events);
   let position = index.positions.get(event.id);
   if (position !== undefined && events[position]?.id !== event.id) {
     // An element was replaced by other code since it was indexed: start over.
@@ -30,22 +40,22 @@ export function placeEvent(events: Event[], event: Event): Event[] {
     index.positions.set(event.id, events.length);
     events.push(event);
     index.length = events.length;
+    index.first = events[0];
     index.last = event;
   } else {
     events[position] = event;
+    if (position === 0) index.first = event;
     if (position === events.length - 1) index.last = event;
   }
   return events;
 }
 
-/**
- * The index of `events`, valid as long as other code only pushes to the
- * array (ADK itself pushes, e.g. compaction events); anything else found
- * (a shorter array, another element where the last indexed one was) rebuilds it.
- */
+/** The index of `events`, extended by what was pushed since, or rebuilt when anything else changed at the ends. */
 function currentIndex(events: Event[]): EventIndex {
   const index = indexes.get(events);
-  if (!index || events.length < index.length || events[index.length - 1] !== index.last) return rebuild(events);
+  if (!index || events.length < index.length || events[0] !== index.first || events[index.length - 1] !== index.last) {
+    return rebuild(events);
+  }
   for (let position = index.length; position < events.length; position++) {
     remember(index, events[position] as Event, position);
   }
@@ -55,7 +65,12 @@ function currentIndex(events: Event[]): EventIndex {
 }
 
 function rebuild(events: Event[]): EventIndex {
-  const index: EventIndex = { positions: new Map(), length: events.length, last: events[events.length - 1] };
+  const index: EventIndex = {
+    positions: new Map(),
+    length: events.length,
+    first: events[0],
+    last: events[events.length - 1],
+  };
   for (let position = 0; position < events.length; position++) remember(index, events[position] as Event, position);
   indexes.set(events, index);
   return index;

@@ -39,8 +39,9 @@ export interface CreateInput {
   createTime: number;
   /**
    * The new session's first revision, stored as given. Core draws it at
-   * random, so that a session object of a deleted session never matches
-   * the revision of a session re-created under the same id.
+   * random below 2^30, so that a session object of a deleted session is all
+   * but never (one chance in about a billion) at the revision of a session
+   * re-created under the same id.
    */
   revision: number;
 }

@@ -17,12 +17,26 @@ const event = (id: string, text = id) =>
 const same = (left: Event[], right: Event[]) =>
   left.length === right.length && left.every((each, position) => each === right[position]);
 
+/** A summary event as ADK's anchored compactor builds it. */
+const scratchpad = (id: string) => ({ ...event(id, 'summary'), isScratchpad: true, author: 'system' }) as Event;
+
+/** Rewrites `events` in place as ADK's AnchoredContextCompactor does: the summary, then all but the first `k`. */
+function anchor(events: Event[], summary: Event, k: number): void {
+  const rewritten = [summary, ...events.slice(k)];
+  events.length = 0;
+  events.push(...rewritten);
+}
+
 type Step =
   | { kind: 'place'; id: string }
   | { kind: 'push'; id: string }
   | { kind: 'truncate'; length: number }
   | { kind: 'removeAt'; position: number }
-  | { kind: 'replaceLast'; id: string };
+  | { kind: 'removeRun'; position: number; count: number }
+  | { kind: 'replaceLast'; id: string }
+  | { kind: 'prune'; position: number }
+  | { kind: 'anchor'; id: string; k: number }
+  | { kind: 'placeSummary'; id: string };
 
 const ids = fc.constantFrom('a', 'b', 'c', 'd', 'e', 'f', 'g', 'h');
 const step: fc.Arbitrary<Step> = fc.oneof(
@@ -31,6 +45,20 @@ const step: fc.Arbitrary<Step> = fc.oneof(
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('truncate' as const), length: fc.nat(6) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('removeAt' as const), position: fc.nat(8) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('replaceLast' as const), id: ids }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant('removeRun' as const),
+      position: fc.nat(8),
+      count: fc.integer({ min: 1, max: 4 }),
+    }),
+  },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('prune' as const), position: fc.nat(8) }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({ kind: fc.constant('anchor' as const), id: ids, k: fc.integer({ min: 1, max: 4 }) }),
+  },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('placeSummary' as const), id: ids }) },
 );
 
 describe('placeEvent', () => {
@@ -74,7 +102,18 @@ describe('placeEvent', () => {
     expect(events[1]).toBe(b);
   });
 
-  it('matches @google/adk on any mix of appends and changes other code makes at the ends', () => {
+  it('places the summary the anchored compactor put in front of the retained events in place', () => {
+    const events: Event[] = [];
+    for (const id of ['e1', 'e2', 'e3', 'u']) placeEvent(events, event(id));
+    // One event since the last compaction: the summary takes e1's place; same length, same last event.
+    const summary = scratchpad('summary');
+    anchor(events, summary, 1);
+    placeEvent(events, summary);
+    expect(events.map((each) => each.id)).toEqual(['summary', 'e2', 'e3', 'u']);
+    expect(events[0]).toBe(summary);
+  });
+
+  it("matches @google/adk on any mix of appends and the changes the Runner and ADK's compactors make", () => {
     fc.assert(
       fc.property(fc.array(step, { maxLength: 60 }), (steps) => {
         const ours: Event[] = [];
@@ -95,6 +134,26 @@ describe('placeEvent', () => {
           } else if (each.kind === 'removeAt') {
             ours.splice(each.position, 1);
             theirs.splice(each.position, 1);
+          } else if (each.kind === 'removeRun') {
+            ours.splice(each.position, each.count);
+            theirs.splice(each.position, each.count);
+          } else if (each.kind === 'prune') {
+            const pruned = ours[each.position];
+            if (pruned) {
+              const copy = event(pruned.id, 'pruned');
+              ours[each.position] = copy;
+              theirs[each.position] = copy;
+            }
+          } else if (each.kind === 'anchor') {
+            if (ours.length > each.k) {
+              const summary = scratchpad(each.id);
+              anchor(ours, summary, each.k);
+              anchor(theirs, summary, each.k);
+            }
+          } else if (each.kind === 'placeSummary') {
+            const summary = scratchpad(each.id);
+            placeEvent(ours, summary);
+            adkPlacement(theirs, summary);
           } else if (ours.length > 0) {
             const replacement = event(each.id);
             ours[ours.length - 1] = replacement;

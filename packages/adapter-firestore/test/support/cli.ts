@@ -18,6 +18,6 @@ process.stdout.write(`${JSON.stringify({ hostPort: emulator.hostPort, env: TEST_
 
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, () => {
-    void emulator.stop().then(() => process.exit(0));
+    void emulator.stop().finally(() => process.exit(0));
   });
 }

@@ -17,6 +17,6 @@ process.stdout.write(`${JSON.stringify({ url: standIn.url, address: standIn.addr
 
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, () => {
-    void standIn.stop().then(() => process.exit(0));
+    void standIn.stop().finally(() => process.exit(0));
   });
 }

@@ -6,7 +6,7 @@
  * root, so as root the cluster runs as the `postgres` user (via runuser).
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { chown, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -119,6 +119,8 @@ export const postgresBackend: BackendSpec<PostgresBackend> = {
         url,
         details: `PostgreSQL ${version} (own cluster on 127.0.0.1, ${SETTINGS.join(', ')})`,
         probes: [{ name: 'SELECT 1', run: () => client.query('SELECT 1') }],
+        // pg_ctl leaves the postmaster to init; its pid is the first line of postmaster.pid.
+        detachedPids: () => [Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0])],
         async stop() {
           await client.end().catch(() => undefined);
           await stopServer();

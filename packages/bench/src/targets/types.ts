@@ -21,6 +21,12 @@ export interface RunningBackend {
   details: string;
   /** Round trips that do no work: the rate no store on this backend can beat. */
   probes: Probe[];
+  /**
+   * Server processes that left the bench's process tree (a daemon such as
+   * PostgreSQL's postmaster, started by `pg_ctl`), so that they are pinned
+   * with the servers that stayed its children.
+   */
+  detachedPids?(): number[];
   stop(): Promise<void>;
 }
 
