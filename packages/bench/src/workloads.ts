@@ -152,8 +152,8 @@ export async function seedReads(
     const session = await service.createSession({ ...sessionKey, state: sessionState() });
     for (const event of events) {
       await service.appendEvent({ session, event });
-      // The caller's copy of the history is not needed here, and @google/adk's
-      // appendEvent searches it for the event id on every call.
+      // The caller's copy of the history is not needed here, and the appendEvent
+      // of @google/adk's own services searches it for the event id on every call.
       session.events.length = 0;
     }
   };

@@ -37,9 +37,9 @@ export interface Divergence {
 export interface ConformanceTarget<S extends ConformanceService = ConformanceService> {
   /** Shown in the suite's title. */
   name: string;
-  /** Runs once before every test (start a server, connect a client). */
+  /** Runs once before all tests (start a server, connect a client). */
   setup?: () => Promise<void> | void;
-  /** Runs once after every test (stop what `setup` started). */
+  /** Runs once after all tests (stop what `setup` started). */
   teardown?: () => Promise<void> | void;
   /**
    * A fresh service for one test. Called once or more per test; every test
