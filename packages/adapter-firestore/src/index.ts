@@ -14,6 +14,8 @@ export interface FirestoreSessionServiceOptions extends FirestoreStoreOptions, S
 
 /** A drop-in `sessionService` for the `@google/adk` Runner that keeps sessions in Firestore. */
 export class FirestoreSessionService extends StateSessionService {
+  declare readonly store: FirestoreStore;
+
   constructor(options: FirestoreSessionServiceOptions) {
     super(new FirestoreStore(options), options);
   }

@@ -104,6 +104,8 @@ type CreateAttempt = CreateResult | { status: 'leftovers' };
 
 export class FirestoreStore implements SessionStore {
   readonly firestore: Firestore;
+  /** The collection that holds one document per app. */
+  readonly rootCollection: string;
   readonly #layout: Layout;
   readonly #ttlMs: number | undefined;
   readonly #ttlField: string;
@@ -125,7 +127,8 @@ export class FirestoreStore implements SessionStore {
       throw new TypeError(`maxTransactionAttempts must be a positive integer, got ${String(maxTransactionAttempts)}.`);
     }
     this.firestore = options.firestore;
-    this.#layout = new Layout(options.firestore, options.rootCollection ?? DEFAULT_ROOT_COLLECTION);
+    this.rootCollection = options.rootCollection ?? DEFAULT_ROOT_COLLECTION;
+    this.#layout = new Layout(options.firestore, this.rootCollection);
     this.#ttlMs = sessionTtlMs;
     this.#ttlField = ttlField;
     this.#maxAttempts = maxTransactionAttempts;

@@ -2,34 +2,8 @@
  * `@adk-state/adapter-firestore` on the emulator. Round trips are the RPCs
  * the Firestore client starts (unary requests and streams alike).
  */
-import { existsSync } from 'node:fs';
-import type { Event } from '@google/adk';
 import { type FirestoreBackend, firestoreBackend } from '../backends/firestore.js';
-import { firestoreSeeder } from './firestore-seed.js';
-import { defineTarget, type OpenTarget, type Seeder, type SessionKey } from './types.js';
-
-/**
- * A bulk seeder in the adapter's test support, with the signature of the
- * MongoDB adapter's: used when present, else the bench's own (seeding
- * through the service's calls would take minutes on the emulator).
- */
-const SEEDER = new URL('../../../adapter-firestore/test/support/seed.ts', import.meta.url);
-
-interface SeedModule {
-  seedHistory(store: unknown, key: SessionKey, events: Event[]): Promise<void>;
-  seedSessions(store: unknown, appName: string, users: string[], count: number): Promise<void>;
-}
-
-async function adapterSeeder(store: unknown): Promise<Seeder | undefined> {
-  if (!existsSync(SEEDER)) return undefined;
-  const module = (await import(SEEDER.href)) as Partial<SeedModule>;
-  const { seedHistory, seedSessions } = module;
-  if (typeof seedHistory !== 'function' || typeof seedSessions !== 'function') return undefined;
-  return {
-    history: (key, events) => seedHistory(store, key, events),
-    sessions: (appName, users, count) => seedSessions(store, appName, users, count),
-  };
-}
+import { defineTarget, type OpenTarget } from './types.js';
 
 type Rpc = (...args: unknown[]) => unknown;
 
@@ -56,13 +30,18 @@ export const firestoreStore = defineTarget<FirestoreBackend>({
       };
     }
     const service = new FirestoreSessionService({ firestore, rootCollection: ROOT_COLLECTION });
-    const own = await adapterSeeder(service.store);
+    // The adapter's own bulk seeder writes the documents its appends would write.
+    const seeding = await import('../../../adapter-firestore/test/support/seed.js');
+    // The same class, seen once through the package's types and once through its source.
+    const store = service.store as unknown as Parameters<typeof seeding.seedHistory>[0];
     return {
       service,
-      seed: own ?? firestoreSeeder(service, firestore, ROOT_COLLECTION),
-      details: own
-        ? "read data written by the adapter's bulk seeder"
-        : "read data written by the bench's bulk seeder on the adapter's layout (one session and one event through the service, the rest in batches), checked by reading it back",
+      seed: {
+        history: (key, events) => seeding.seedHistory(store, key, events),
+        sessions: (appName, users, count) => seeding.seedSessions(store, appName, users, count),
+      },
+      details:
+        "read data written by the adapter's bulk seeder (test/support/seed.ts: one session and one event through the service, the rest in batches on its layout, checked by reading back)",
       roundTrips: {
         unit: 'RPCs started by the @google-cloud/firestore client',
         service,

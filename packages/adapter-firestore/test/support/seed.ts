@@ -1,0 +1,130 @@
+/**
+ * Bulk seeding for benchmarks: builds a long history or many sessions in a
+ * few batched commits instead of one transaction per append. The first
+ * session and event go through the service; their documents are the
+ * templates for the rest, written with this adapter's layout and key
+ * encodings, so the result is what the service's own calls would have
+ * written. What the service then reads back is checked, so a drift from the
+ * layout fails loudly instead of seeding the wrong data.
+ */
+import { randomUUID } from 'node:crypto';
+import { encodeEvent, mergeInto, type SessionKey, StateSessionService, splitState } from '@adk-state/core';
+import type { Event } from '@google/adk';
+import type { DocumentData, WriteBatch } from '@google-cloud/firestore';
+import { numberKey, orderKey } from '../../src/encoding.js';
+import { encodeState, Layout, statePaths } from '../../src/layout.js';
+import type { FirestoreStore } from '../../src/store.js';
+
+/** Writes per commit (Firestore allows 500). */
+const BATCH = 400;
+
+async function inBatches<T>(store: FirestoreStore, items: T[], write: (batch: WriteBatch, item: T) => void) {
+  for (let start = 0; start < items.length; start += BATCH) {
+    const batch = store.firestore.batch();
+    for (const item of items.slice(start, start + BATCH)) write(batch, item);
+    await batch.commit();
+  }
+}
+
+/** `field: value` where the template has the field, so that no field the layout lacks is invented. */
+function ifPresent(template: DocumentData, field: string, value: unknown): DocumentData {
+  return field in template ? { [field]: value } : {};
+}
+
+/** Creates the session `key` holding `events` (no `temp:` keys), as appending them one by one would. */
+export async function seedHistory(store: FirestoreStore, key: SessionKey, events: Event[]): Promise<void> {
+  const service = new StateSessionService(store);
+  const layout = new Layout(store.firestore, store.rootCollection);
+  const [first, ...rest] = events;
+  const session = await service.createSession(key);
+  if (!first) return;
+  await service.appendEvent({ session, event: first });
+  const refs = layout.session(key);
+  const head = (await refs.session.get()).data();
+  const template = (await layout.event(refs, first.id).get()).data();
+  if (!head || !template) throw new Error('seedHistory: no session or event document where the layout puts them');
+
+  let revision = head.revision as number;
+  let seq = head.eventCount as number;
+  const sessionDelta = new Map<string, string>();
+  const userDelta = new Map<string, string>();
+  const appDelta = new Map<string, string>();
+  const documents = rest.map((event) => {
+    const writes = splitState(event.actions?.stateDelta as Record<string, unknown> | undefined);
+    mergeInto(sessionDelta, writes.session);
+    mergeInto(userDelta, writes.user);
+    mergeInto(appDelta, writes.app);
+    revision++;
+    seq++;
+    const stored = encodeEvent(event);
+    const document: DocumentData = {
+      ...template,
+      id: stored.id,
+      timestamp: stored.timestamp,
+      ...ifPresent(template, 'timestampKey', numberKey(stored.timestamp)),
+      seq,
+      revision,
+      json: stored.json,
+    };
+    return { id: stored.id, document };
+  });
+  await inBatches(store, documents, (batch, { id, document }) => batch.set(layout.event(refs, id), document));
+  const last = events[events.length - 1] as Event;
+  await refs.session.update({
+    revision,
+    eventCount: seq,
+    lastUpdateTime: last.timestamp,
+    ...ifPresent(head, 'lastUpdateKey', numberKey(last.timestamp)),
+    ...statePaths(encodeState(sessionDelta)),
+  });
+  await refs.user.set({ state: encodeState(userDelta) }, { merge: true });
+  await refs.app.set({ state: encodeState(appDelta) }, { merge: true });
+
+  const check = await service.getSession({ ...key, config: { numRecentEvents: 2 } });
+  const ids = (list: Event[] | undefined) => list?.map((event) => event.id).join() ?? '';
+  if (ids(check?.events) !== ids(events.slice(-2))) {
+    throw new Error('seedHistory: the seeded history does not read back as appended');
+  }
+}
+
+/**
+ * Creates `count` empty sessions `s0`, `s1`, ... of `appName`, spread
+ * round-robin over `users`, updated in that order from `createTime` on.
+ */
+export async function seedSessions(
+  store: FirestoreStore,
+  appName: string,
+  users: string[],
+  count: number,
+  createTime = Date.now(),
+): Promise<void> {
+  const service = new StateSessionService(store, { now: () => createTime });
+  const layout = new Layout(store.firestore, store.rootCollection);
+  const first = users[0];
+  if (count <= 0 || first === undefined) return;
+  await service.createSession({ appName, userId: first, sessionId: 's0' });
+  const template = (await layout.session({ appName, userId: first, sessionId: 's0' }).session.get()).data();
+  if (!template) throw new Error('seedSessions: no session document where the layout puts it');
+  const heads = [];
+  for (let index = 1; index < count; index++) {
+    const key = { appName, userId: users[index % users.length] as string, sessionId: `s${index}` };
+    const time = createTime + index;
+    heads.push({
+      key,
+      document: {
+        ...template,
+        userId: key.userId,
+        id: key.sessionId,
+        ...ifPresent(template, 'idOrder', orderKey(key.sessionId)),
+        lastUpdateTime: time,
+        ...ifPresent(template, 'lastUpdateKey', numberKey(time)),
+        incarnation: randomUUID(),
+      },
+    });
+  }
+  await inBatches(store, heads, (batch, { key, document }) => batch.set(layout.session(key).session, document));
+  const page = await service.listSessions({ appName, limit: 1, order: 'desc' });
+  if (page.totalItems !== count || page.sessions[0]?.id !== `s${count - 1}`) {
+    throw new Error('seedSessions: the seeded sessions do not list as created');
+  }
+}
