@@ -120,6 +120,27 @@ export const ROUND_TRIP_OPERATIONS = [
   ['listSessions', 'listSessions'],
 ] as const;
 
+/** The header of the round-trip table: the target, one column per counted operation, how it was counted. */
+export const ROUND_TRIP_HEADER = ['target', ...ROUND_TRIP_OPERATIONS.map(([, title]) => title), 'counted as'];
+
+/** Which round-trip columns hold numbers (right-aligned). */
+export const ROUND_TRIP_NUMERIC = [false, ...ROUND_TRIP_OPERATIONS.map(() => true), false];
+
+/** One row per measured target: round trips of each operation and what was counted. */
+export function roundTripRows(results: Results): string[][] {
+  return results.targets
+    .filter((target) => target.status === 'ok')
+    .map((target) => {
+      const result = results.roundTrips[target.id];
+      if (!result) return [target.label, ...ROUND_TRIP_OPERATIONS.map(() => ''), 'not counted'];
+      return [
+        target.label,
+        ...ROUND_TRIP_OPERATIONS.map(([key]) => String(result.operations[key] ?? '–')),
+        result.error ? `${result.unit} (failed: ${result.error})` : result.unit,
+      ];
+    });
+}
+
 export function checkVerdict(check: Check): string {
   if (check.status === 'not measured') return 'not measured';
   const measured = formatRatio(check.measured as number);
@@ -132,6 +153,16 @@ export function growth(results: Results, target: string): number | undefined {
   const small = results.workloads.find((each) => each.id === 'recent-small')?.cells[target]?.value?.median;
   if (large === undefined || small === undefined || small === 0) return undefined;
   return large / small;
+}
+
+/** One row per measured target: its growth with history, or n/a. */
+export function growthRows(results: Results): string[][] {
+  return results.targets
+    .filter((target) => target.status === 'ok')
+    .map((target) => {
+      const value = growth(results, target.id);
+      return [target.label, value === undefined ? 'n/a' : formatRatio(value)];
+    });
 }
 
 /** The columns of a workload table: which of the optional ones it has. */

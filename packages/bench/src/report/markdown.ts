@@ -8,12 +8,13 @@ import { machineLine } from '../machine.js';
 import type { Results } from '../results.js';
 import {
   checkVerdict,
-  formatRatio,
-  growth,
+  growthRows,
   MEMORY_HEADER,
   memoryRows,
   probeRows,
-  ROUND_TRIP_OPERATIONS,
+  ROUND_TRIP_HEADER,
+  ROUND_TRIP_NUMERIC,
+  roundTripRows,
   type WorkloadColumns,
   type WorkloadRow,
   workloadAlignment,
@@ -99,38 +100,11 @@ export function renderMarkdown(results: Results, chartPath: string): string {
     `**Growth with history**: getSession (${sizes.recentEvents} recent) time at ${sizes.largeHistory?.toLocaleString('en-US')} events ÷ at ${sizes.smallHistory?.toLocaleString('en-US')} events (1.0 is flat)`,
   );
   out.push('');
-  out.push(
-    table(
-      ['target', 'ratio'],
-      results.targets
-        .filter((target) => target.status === 'ok')
-        .map((target) => {
-          const value = growth(results, target.id);
-          return [target.label, value === undefined ? 'n/a' : formatRatio(value)];
-        }),
-      [false, true],
-    ),
-  );
+  out.push(table(['target', 'ratio'], growthRows(results), [false, true]));
   out.push('');
   out.push('**6. Round trips per operation**');
   out.push('');
-  out.push(
-    table(
-      ['target', ...ROUND_TRIP_OPERATIONS.map(([, title]) => title), 'counted as'],
-      results.targets
-        .filter((target) => target.status === 'ok')
-        .map((target) => {
-          const result = results.roundTrips[target.id];
-          if (!result) return [target.label, ...ROUND_TRIP_OPERATIONS.map(() => ''), 'not counted'];
-          return [
-            target.label,
-            ...ROUND_TRIP_OPERATIONS.map(([key]) => String(result.operations[key] ?? '–')),
-            result.error ? `${result.unit} (failed: ${result.error})` : result.unit,
-          ];
-        }),
-      [false, ...ROUND_TRIP_OPERATIONS.map(() => true), false],
-    ),
-  );
+  out.push(table(ROUND_TRIP_HEADER, roundTripRows(results), ROUND_TRIP_NUMERIC));
   out.push('');
   out.push(
     `**7. Memory**: heap bytes per stored event after garbage collection (${sizes.memoryEvents?.toLocaleString('en-US')} events), against the event's JSON size`,

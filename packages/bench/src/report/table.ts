@@ -4,12 +4,13 @@ import { machineLine } from '../machine.js';
 import type { Results } from '../results.js';
 import {
   checkVerdict,
-  formatRatio,
-  growth,
+  growthRows,
   MEMORY_HEADER,
   memoryRows,
   probeRows,
-  ROUND_TRIP_OPERATIONS,
+  ROUND_TRIP_HEADER,
+  ROUND_TRIP_NUMERIC,
+  roundTripRows,
   type WorkloadColumns,
   type WorkloadRow,
   workloadAlignment,
@@ -80,36 +81,15 @@ export function renderTable(results: Results): string {
 
   out.push('');
   out.push('3. growth with history: getSession (recent) time at the long history ÷ at the short one  [1.0 is flat]');
-  out.push(
-    textTable(
-      ['target', 'ratio'],
-      results.targets
-        .filter((target) => target.status === 'ok')
-        .map((target) => {
-          const value = growth(results, target.id);
-          return [target.label, value === undefined ? 'n/a' : formatRatio(value)];
-        }),
-      ['left', 'right'],
-    ),
-  );
+  out.push(textTable(['target', 'ratio'], growthRows(results), ['left', 'right']));
 
   out.push('');
   out.push('6. round trips per operation');
   out.push(
     textTable(
-      ['target', ...ROUND_TRIP_OPERATIONS.map(([, title]) => title), 'counted as'],
-      results.targets
-        .filter((target) => target.status === 'ok')
-        .map((target) => {
-          const result = results.roundTrips[target.id];
-          if (!result) return [target.label, ...ROUND_TRIP_OPERATIONS.map(() => ''), 'not counted'];
-          return [
-            target.label,
-            ...ROUND_TRIP_OPERATIONS.map(([key]) => String(result.operations[key] ?? '–')),
-            result.error ? `${result.unit} (failed: ${result.error})` : result.unit,
-          ];
-        }),
-      ['left', ...ROUND_TRIP_OPERATIONS.map(() => 'right' as const), 'left'],
+      ROUND_TRIP_HEADER,
+      roundTripRows(results),
+      ROUND_TRIP_NUMERIC.map((numeric): Align => (numeric ? 'right' : 'left')),
     ),
   );
 
