@@ -3,7 +3,7 @@
  * the Firestore client starts (unary requests and streams alike).
  */
 import { type FirestoreBackend, firestoreBackend } from '../backends/firestore.js';
-import { defineTarget, type OpenTarget } from './types.js';
+import { adapterSeeder, defineTarget, type OpenTarget } from './types.js';
 
 type Rpc = (...args: unknown[]) => unknown;
 
@@ -30,16 +30,11 @@ export const firestoreStore = defineTarget<FirestoreBackend>({
       };
     }
     const service = new FirestoreSessionService({ firestore, rootCollection: ROOT_COLLECTION });
-    // The adapter's own bulk seeder writes the documents its appends would write.
     const seeding = await import('../../../adapter-firestore/test/support/seed.js');
-    // The same class, seen once through the package's types and once through its source.
-    const store = service.store as unknown as Parameters<typeof seeding.seedHistory>[0];
     return {
       service,
-      seed: {
-        history: (key, events) => seeding.seedHistory(store, key, events),
-        sessions: (appName, users, count) => seeding.seedSessions(store, appName, users, count),
-      },
+      // The adapter's own bulk seeder writes the documents its appends would write.
+      seed: adapterSeeder(seeding, service.store),
       details:
         "read data written by the adapter's bulk seeder (test/support/seed.ts: one session and one event through the service, the rest in batches on its layout, checked by reading back)",
       roundTrips: {

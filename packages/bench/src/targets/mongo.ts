@@ -1,7 +1,7 @@
 /** `@adk-state/adapter-mongo` on the stand-in server, round trips counted by the driver's command monitoring. */
 import { MongoClient } from 'mongodb';
 import { type MongoBackend, mongoBackend } from '../backends/mongo.js';
-import { defineTarget, type OpenTarget } from './types.js';
+import { adapterSeeder, defineTarget, type OpenTarget } from './types.js';
 
 /** Connection handshakes, not requests of an operation. */
 const HANDSHAKES = new Set(['hello', 'isMaster', 'ismaster']);
@@ -21,14 +21,10 @@ export const mongoStore = defineTarget<MongoBackend>({
     });
     const service = new MongoSessionService({ client, dbName: 'adk_state_bench' });
     await service.ready();
-    // The adapter's own bulk seeder writes the documents its appends would write.
-    const store = service.store as unknown as Parameters<typeof seeding.seedHistory>[0];
     return {
       service,
-      seed: {
-        history: (key, events) => seeding.seedHistory(store, key, events),
-        sessions: (appName, users, count) => seeding.seedSessions(store, appName, users, count),
-      },
+      // The adapter's own bulk seeder writes the documents its appends would write.
+      seed: adapterSeeder(seeding, service.store),
       roundTrips: {
         unit: 'commands sent by the mongodb driver (command monitoring)',
         service,
