@@ -139,10 +139,7 @@ export function appKeys(prefix: string, appName: string, base = appBase(prefix, 
 export function userKeys(prefix: string, appName: string, userId: string, base = appBase(prefix, appName)): UserKeys {
   const encodedUser = encodeText(userId);
   return {
-    base,
-    appState: `${base}a`,
-    appIndex: `${base}l`,
-    expiry: `${base}x`,
+    ...appKeys(prefix, appName, base),
     encodedUser,
     userState: `${base}u:${encodedUser}`,
     userIndex: `${base}m:${encodedUser}`,
@@ -156,17 +153,12 @@ export function sessionKeys(
   sessionId: string,
   base = appBase(prefix, appName),
 ): SessionKeys {
-  const encodedUser = encodeText(userId);
+  const user = userKeys(prefix, appName, userId, base);
+  const { encodedUser } = user;
   const encodedSession = encodeText(sessionId);
   const pair = encodedUser + SEPARATOR + encodedSession;
   return {
-    base,
-    appState: `${base}a`,
-    appIndex: `${base}l`,
-    expiry: `${base}x`,
-    encodedUser,
-    userState: `${base}u:${encodedUser}`,
-    userIndex: `${base}m:${encodedUser}`,
+    ...user,
     session: `${base}s:${pair}`,
     events: `${base}e:${pair}`,
     eventIds: `${base}i:${pair}`,
