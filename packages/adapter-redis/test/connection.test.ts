@@ -4,22 +4,15 @@
  * half-applied. Runs on a server of its own (it pauses the server).
  */
 import { randomUUID } from 'node:crypto';
-import { createEvent, type Session } from '@google/adk';
+import type { Session } from '@google/adk';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisSessionService } from '../src/index.js';
-import { hasRedisServer, type RedisServer, startRedisServer } from './support/index.js';
+import { hasRedisServer, type RedisServer, startRedisServer, testEvent } from './support/index.js';
 
 const available = await hasRedisServer();
 
-function event(stateDelta: Record<string, unknown>) {
-  return createEvent({
-    invocationId: 'inv',
-    author: 'agent',
-    timestamp: Date.now(),
-    actions: { stateDelta, artifactDelta: {}, requestedAuthConfigs: {}, requestedToolConfirmations: {} },
-  });
-}
+const event = (stateDelta: Record<string, unknown>) => testEvent(stateDelta);
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 

@@ -4,23 +4,15 @@
  * large append comes back with all of it or none of it.
  */
 import { randomUUID } from 'node:crypto';
-import { createEvent, type Session } from '@google/adk';
+import type { Session } from '@google/adk';
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { RedisSessionService } from '../src/index.js';
-import { hasRedisServer, startRedisServer } from './support/index.js';
+import { hasRedisServer, startRedisServer, testEvent } from './support/index.js';
 
 const available = await hasRedisServer();
 
-function event(stateDelta: Record<string, unknown>, text = 'hi') {
-  return createEvent({
-    invocationId: 'inv',
-    author: 'agent',
-    timestamp: Date.now(),
-    content: { role: 'model', parts: [{ text }] },
-    actions: { stateDelta, artifactDelta: {}, requestedAuthConfigs: {}, requestedToolConfirmations: {} },
-  });
-}
+const event = (stateDelta: Record<string, unknown>, text = 'hi') => testEvent(stateDelta, { text });
 
 describe.skipIf(!available)('durability with appendonly yes (servers of their own)', () => {
   const cleanup: Array<() => Promise<unknown>> = [];

@@ -4,23 +4,16 @@
  * that scripts run inside the server are not requests.
  */
 import { randomUUID } from 'node:crypto';
-import { createEvent, type Session } from '@google/adk';
+import type { Session } from '@google/adk';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { RedisSessionService } from '../src/index.js';
-import { countRoundTrips, type RedisNodes } from './support/index.js';
+import { countRoundTrips, type RedisNodes, testEvent } from './support/index.js';
 
 const keyPrefix = `${inject('testPrefix')}-${randomUUID().slice(0, 8)}:`;
 
-function event(stateDelta: Record<string, unknown>, timestamp: number) {
-  return createEvent({
-    invocationId: 'inv',
-    author: 'agent',
-    timestamp,
-    content: { role: 'model', parts: [{ text: 'hi' }] },
-    actions: { stateDelta, artifactDelta: {}, requestedAuthConfigs: {}, requestedToolConfirmations: {} },
-  });
-}
+const event = (stateDelta: Record<string, unknown>, timestamp: number) =>
+  testEvent(stateDelta, { timestamp, text: 'hi' });
 
 /** Every operation of the service, each measured alone (after a warm-up that loads the scripts). */
 async function measureEveryOperation(nodes: RedisNodes, connectionName: string, service: RedisSessionService) {

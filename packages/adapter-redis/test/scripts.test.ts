@@ -5,22 +5,21 @@
  * EVALSHA again. Runs on a server of its own, since it flushes the script cache.
  */
 import { randomUUID } from 'node:crypto';
-import { createEvent } from '@google/adk';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisSessionService, SCRIPT_SHAS } from '../src/index.js';
-import { countCommands, countRoundTrips, hasRedisServer, type RedisServer, startRedisServer } from './support/index.js';
+import {
+  countCommands,
+  countRoundTrips,
+  hasRedisServer,
+  type RedisServer,
+  startRedisServer,
+  testEvent,
+} from './support/index.js';
 
 const available = await hasRedisServer();
 
-function event(stateDelta: Record<string, unknown>) {
-  return createEvent({
-    invocationId: 'inv',
-    author: 'agent',
-    timestamp: Date.now(),
-    actions: { stateDelta, artifactDelta: {}, requestedAuthConfigs: {}, requestedToolConfirmations: {} },
-  });
-}
+const event = (stateDelta: Record<string, unknown>) => testEvent(stateDelta);
 
 describe.skipIf(!available)('script loading (server of its own)', () => {
   const connectionName = 'adk-scripts';

@@ -4,22 +4,15 @@
  * stay, and the listing indexes forget the expired session.
  */
 import { randomUUID } from 'node:crypto';
-import { createEvent } from '@google/adk';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { RedisSessionService } from '../src/index.js';
 import { sessionKeys } from '../src/keys.js';
+import { testEvent } from './support/index.js';
 
 const keyPrefix = `${inject('testPrefix')}-${randomUUID().slice(0, 8)}:`;
 
-function event(stateDelta: Record<string, unknown>) {
-  return createEvent({
-    invocationId: 'inv',
-    author: 'agent',
-    timestamp: Date.now(),
-    actions: { stateDelta, artifactDelta: {}, requestedAuthConfigs: {}, requestedToolConfirmations: {} },
-  });
-}
+const event = (stateDelta: Record<string, unknown>) => testEvent(stateDelta);
 
 describe('session time to live', () => {
   let client: Redis;
