@@ -31,10 +31,7 @@ export function validateFilter(filter: unknown): void {
   for (const key of Object.keys(filter)) {
     const condition = filter[key];
     if (key === '$and' || key === '$or' || key === '$nor') {
-      if (!Array.isArray(condition) || condition.length === 0) {
-        throw errors.badValue(`${key} argument must be a non-empty array`);
-      }
-      for (const sub of condition) validateFilter(sub);
+      for (const sub of subFilters(key, condition)) validateFilter(sub);
       continue;
     }
     if (key.startsWith('$')) throw errors.badValue(`unknown top level operator: ${key}`);
@@ -42,6 +39,14 @@ export function validateFilter(filter: unknown): void {
     if (condition instanceof RegExp) throw errors.badValue('regular expressions are not supported by the stand-in');
     if (isOperatorObject(condition)) validateOperators(condition);
   }
+}
+
+/** The sub-filters of `$and`, `$or` or `$nor`: a non-empty array, as MongoDB requires. */
+function subFilters(key: string, condition: unknown): unknown[] {
+  if (!Array.isArray(condition) || condition.length === 0) {
+    throw errors.badValue(`${key} argument must be a non-empty array`);
+  }
+  return condition;
 }
 
 function validateOperators(condition: Doc): void {
@@ -65,10 +70,7 @@ export function matches(doc: Doc, filter: Doc | undefined): boolean {
   for (const key of Object.keys(filter)) {
     const condition = filter[key];
     if (key === '$and' || key === '$or' || key === '$nor') {
-      if (!Array.isArray(condition) || condition.length === 0) {
-        throw errors.badValue(`${key} argument must be a non-empty array`);
-      }
-      const results = condition.map((sub) => matches(doc, sub as Doc));
+      const results = subFilters(key, condition).map((sub) => matches(doc, sub as Doc));
       if (key === '$and' && !results.every(Boolean)) return false;
       if (key === '$or' && !results.some(Boolean)) return false;
       if (key === '$nor' && results.some(Boolean)) return false;
