@@ -1,43 +1,8 @@
 // The adapters the consumer smoke test installs, each with the backend it needs.
 // `factory` is source text placed in the scratch app: `makeService(adapter)` returns a service.
 import { spawn } from 'node:child_process';
-import { createServer } from 'node:net';
-import { setTimeout as sleep } from 'node:timers/promises';
 
 const none = async () => ({ env: {}, stop: async () => {} });
-
-async function freePort() {
-  const server = createServer();
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address();
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
-async function startRedis() {
-  const port = await freePort();
-  const child = spawn(
-    'redis-server',
-    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
-    {
-      stdio: 'ignore',
-    },
-  );
-  for (let attempt = 0; attempt < 100; attempt++) {
-    const ready = await new Promise((resolve) => {
-      const probe = spawn('redis-cli', ['-p', String(port), 'ping'], { stdio: 'ignore' });
-      probe.on('exit', (code) => resolve(code === 0));
-    });
-    if (ready) break;
-    await sleep(50);
-  }
-  return {
-    env: { REDIS_URL: `redis://127.0.0.1:${port}` },
-    stop: async () => {
-      child.kill('SIGTERM');
-    },
-  };
-}
 
 // A server of an adapter's own test support, run with tsx in that adapter's folder:
 // it prints one JSON line describing itself, then serves until SIGTERM. A helper that
@@ -75,6 +40,11 @@ async function startHelper(folder, script) {
     await kill();
     throw error;
   }
+}
+
+async function startRedis() {
+  const helper = await startHelper('adapter-redis', 'test/support/cli.ts');
+  return { env: { REDIS_URL: helper.info.url }, stop: helper.stop };
 }
 
 async function startMongoStandIn() {
