@@ -19,7 +19,7 @@ export {
   type ScriptedStep,
   say,
 } from './runtime/scripted-model.js';
-export type { Capabilities, ConformanceService, ConformanceTarget, Divergence } from './target.js';
+export type { Capabilities, ConformanceService, ConformanceTarget, Divergence, OutageControl } from './target.js';
 
 /** Every test id the suite declares, in order (for checking divergence records). */
 export function listConformanceTests(): string[] {

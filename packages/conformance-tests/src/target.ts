@@ -11,6 +11,20 @@ export interface ConformanceService extends BaseSessionService {
   getAppState(request: { appName: string }): Promise<Record<string, unknown>>;
 }
 
+/**
+ * How the suite takes a backend away and gives it back, to check that every
+ * call then fails typed and in bounded time, and that the same service works
+ * again afterwards. Data written before `stop()` must still be there after
+ * `start()`: pause the server (`SIGSTOP`/`SIGCONT`), or close its listener
+ * and connections while keeping its storage.
+ */
+export interface OutageControl {
+  /** Makes the backend unreachable or unresponsive. Resolves once it is. */
+  stop(): Promise<void> | void;
+  /** Brings it back with its data. Resolves once it accepts connections again. */
+  start(): Promise<void> | void;
+}
+
 /** What the backend offers beyond the contract every store meets. */
 export interface Capabilities {
   /**
@@ -20,6 +34,12 @@ export interface Capabilities {
    * In-process stores whose instances share nothing leave it false.
    */
   sharedBackend: boolean;
+  /**
+   * How to take the backend away (enables the outage group), or
+   * `{ absent: reason }` for a backend that cannot be taken away (an
+   * in-process store). Left out, the outage group is skipped as undeclared.
+   */
+  outage?: OutageControl | { absent: string };
 }
 
 /**

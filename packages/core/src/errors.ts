@@ -5,13 +5,17 @@
  */
 
 /** Stable codes of the errors thrown by adk-state services and stores. */
-export type AdkStateErrorCode =
-  | 'ALREADY_EXISTS'
-  | 'SESSION_NOT_FOUND'
-  | 'STALE_SESSION'
-  | 'INVALID_STATE_VALUE'
-  | 'INVALID_ARGUMENT'
-  | 'BACKEND_ERROR';
+export const ADK_STATE_ERROR_CODES = [
+  'ALREADY_EXISTS',
+  'SESSION_NOT_FOUND',
+  'STALE_SESSION',
+  'INVALID_STATE_VALUE',
+  'INVALID_ARGUMENT',
+  'BACKEND_ERROR',
+] as const;
+
+/** Stable codes of the errors thrown by adk-state services and stores. */
+export type AdkStateErrorCode = (typeof ADK_STATE_ERROR_CODES)[number];
 
 /** Base class of every error that adk-state throws on purpose. */
 export class AdkStateError extends Error {
@@ -57,12 +61,17 @@ export class SessionNotFoundError extends AdkStateError {
 export class StaleSessionError extends AdkStateError {
   readonly sessionId: string;
 
-  constructor(sessionId: string, detail: string) {
-    super(
-      'STALE_SESSION',
-      `Session ${sessionId} is stale: ${detail}. Reload it with getSession() and apply the event again, or create the service with { onStale: 'reload' }.`,
-    );
+  /** True when `onStale: 'reload'` gave up after `maxReloads` reloads under constant contention. */
+  readonly contention: boolean;
+
+  constructor(sessionId: string, detail: string, options: { contention?: boolean } = {}) {
+    const contention = options.contention ?? false;
+    const advice = contention
+      ? 'Contention exceeded the limit: other writers kept changing the session. Retry the event later, or raise maxReloads.'
+      : "Reload it with getSession() and apply the event again, or create the service with { onStale: 'reload' }.";
+    super('STALE_SESSION', `Session ${sessionId} is stale: ${detail}. ${advice}`);
     this.sessionId = sessionId;
+    this.contention = contention;
   }
 }
 
@@ -91,15 +100,43 @@ export class InvalidArgumentError extends AdkStateError {
   }
 }
 
-/** The backend failed (connection lost, timeout, refused command). The cause is attached. */
+/** What a {@link BackendError} knows of the write it interrupted. */
+export interface BackendErrorOptions {
+  /**
+   * False only where the store knows that nothing was written (the request
+   * never left, or the backend refused it before applying anything). Default
+   * `true`: a write whose outcome is unknown may have been applied.
+   */
+  mayHaveApplied?: boolean;
+  /** The call ran out of time (the service's `timeoutMs`) rather than failing. */
+  timedOut?: boolean;
+}
+
+/**
+ * The backend failed (connection lost, refused command) or did not answer in
+ * time. The cause is attached. `mayHaveApplied` says honestly whether the
+ * write may have taken effect: `false` for every read, and for a write only
+ * where the store knows it was not applied; `true` means reload the session
+ * to see before retrying.
+ */
 export class BackendError extends AdkStateError {
-  constructor(operation: string, cause: unknown) {
+  /** The service method or store step that failed, e.g. `appendEvent`. */
+  readonly operation: string;
+  /** Whether the write may have been applied (always `false` for a read). */
+  readonly mayHaveApplied: boolean;
+  /** True when the call was abandoned because its deadline passed. */
+  readonly timedOut: boolean;
+
+  constructor(operation: string, cause: unknown, options: BackendErrorOptions = {}) {
+    const mayHaveApplied = options.mayHaveApplied ?? true;
     const reason = cause instanceof Error ? cause.message : String(cause);
-    super(
-      'BACKEND_ERROR',
-      `The storage backend failed during ${operation}: ${reason}. Nothing was half-applied; retry when the backend is reachable.`,
-      { cause },
-    );
+    const outcome = mayHaveApplied
+      ? 'The write may have been applied: reload the session (getSession) to see before retrying.'
+      : 'Nothing was written; retry when the backend is reachable.';
+    super('BACKEND_ERROR', `The storage backend failed during ${operation}: ${reason}. ${outcome}`, { cause });
+    this.operation = operation;
+    this.mayHaveApplied = mayHaveApplied;
+    this.timedOut = options.timedOut ?? false;
   }
 }
 
@@ -116,12 +153,5 @@ export function isAdkStateError(error: unknown, code?: AdkStateErrorCode): error
 }
 
 function isKnownCode(code: string): boolean {
-  return [
-    'ALREADY_EXISTS',
-    'SESSION_NOT_FOUND',
-    'STALE_SESSION',
-    'INVALID_STATE_VALUE',
-    'INVALID_ARGUMENT',
-    'BACKEND_ERROR',
-  ].includes(code);
+  return (ADK_STATE_ERROR_CODES as readonly string[]).includes(code);
 }

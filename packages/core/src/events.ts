@@ -5,6 +5,14 @@
 import { createEvent, type Event } from '@google/adk';
 import { InvalidArgumentError } from './errors.js';
 import { scopeOf } from './scopes.js';
+import { findNonJson, type JsonRules, MAX_VALUE_DEPTH } from './values.js';
+
+/**
+ * How an event is checked before it is stored: as `JSON.stringify` sees it,
+ * refusing what it would drop or change silently, and deep enough for any
+ * state value inside `actions.stateDelta` plus the event's own levels.
+ */
+const EVENT_RULES: JsonRules = { maxDepth: MAX_VALUE_DEPTH + 8, asStringified: true };
 
 /** An event as a store keeps it: its id and timestamp beside its JSON text. */
 export interface StoredEvent {
@@ -55,8 +63,15 @@ export function takeTempEntries(event: Event): Map<string, unknown> {
   return temp;
 }
 
-/** The stored form of an event. */
+/**
+ * The stored form of an event. Refuses, with {@link InvalidArgumentError}
+ * naming the path, an event that JSON cannot carry whole: functions, symbols,
+ * BigInt, NaN/±Infinity, `undefined` or holes in arrays, cycles, or nesting
+ * past the depth limit. An `undefined` property is left out, as JSON does.
+ */
 export function encodeEvent(event: Event): StoredEvent {
+  const found = findNonJson(event, EVENT_RULES);
+  if (found) throw new InvalidArgumentError(`event at ${found.path}`, `${found.problem}; events are stored as JSON`);
   let json: string;
   try {
     json = JSON.stringify(event);

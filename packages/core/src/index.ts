@@ -6,6 +6,7 @@
 export * from './errors.js';
 export * from './events.js';
 export * from './listing.js';
+export * from './options.js';
 export * from './requests.js';
 export * from './scopes.js';
 export * from './service.js';

@@ -16,6 +16,7 @@ import {
   type ListSessionsResponse,
   type Session,
 } from '@google/adk';
+import { Deadline, DeadlineExceeded } from './deadline.js';
 import {
   AdkStateError,
   AlreadyExistsError,
@@ -26,10 +27,11 @@ import {
 } from './errors.js';
 import { assertStorableEvent, decodeEvent, encodeEvent, takeTempEntries } from './events.js';
 import { pageInfo, toListQuery } from './listing.js';
+import { assertPositiveNumber } from './options.js';
 import { placeEvent } from './placement.js';
 import { assertNonEmptyString, isPossibleKey, type SessionKey, toEventFilter } from './requests.js';
 import { bucketToObject, combineState, type ScopedWrites, scopeOf, splitState } from './scopes.js';
-import type { LoadResult, SessionRecord, SessionStore } from './store.js';
+import type { LoadResult, SessionRecord, SessionStore, StoreCall } from './store.js';
 import { defineEntry } from './values.js';
 
 /** Options of every adk-state session service. */
@@ -45,16 +47,35 @@ export interface StateSessionServiceOptions {
   generateId?: () => string;
   /** The clock for creation times, in milliseconds. Default: `Date.now`. */
   now?: () => number;
+  /**
+   * The deadline of every call, in milliseconds (default 30,000; `Infinity`
+   * for none). A call that has not settled by then rejects at once with a
+   * {@link BackendError} whose `timedOut` is true; the store is told through
+   * the call's abort signal so that it can stop the abandoned work.
+   */
+  timeoutMs?: number;
+  /**
+   * With `onStale: 'reload'`: how many times one append reloads the session
+   * when other writers keep changing it, before it gives up with a
+   * {@link StaleSessionError} whose `contention` is true. Default 32.
+   */
+  maxReloads?: number;
 }
+
+/** The default of {@link StateSessionServiceOptions.timeoutMs}. */
+export const DEFAULT_TIMEOUT_MS = 30_000;
+
+/** The longest finite deadline, the most a timer can wait (2^31 - 1 ms, about 24.8 days). */
+export const MAX_TIMEOUT_MS = 2 ** 31 - 1;
+
+/** The default of {@link StateSessionServiceOptions.maxReloads}. */
+export const DEFAULT_MAX_RELOADS = 32;
 
 /**
  * New sessions start at a random revision below this (2^30), leaving room
  * for a billion appends before a store's number types get near 2^31.
  */
 const FIRST_REVISION_LIMIT = 2 ** 30;
-
-/** How many times `onStale: 'reload'` reloads before giving up under constant contention. */
-const MAX_RELOADS = 32;
 
 /**
  * A drop-in `sessionService` for the `@google/adk` Runner over any store.
@@ -65,18 +86,34 @@ export class StateSessionService extends BaseSessionService {
   readonly #onStale: 'throw' | 'reload';
   readonly #generateId: () => string;
   readonly #now: () => number;
+  readonly #timeoutMs: number;
+  readonly #maxReloads: number;
   /** The stored revision each session object handed out or updated by this service was built from. */
   readonly #revisions = new WeakMap<Session, number>();
 
   constructor(store: SessionStore, options: StateSessionServiceOptions = {}) {
     super();
-    if (options.onStale !== undefined && options.onStale !== 'throw' && options.onStale !== 'reload') {
-      throw new InvalidArgumentError('onStale', `must be 'throw' or 'reload', got ${String(options.onStale)}`);
+    if (typeof options !== 'object' || options === null) {
+      throw new InvalidArgumentError('options', 'must be an object of service options');
     }
+    if (typeof store !== 'object' || store === null) {
+      throw new InvalidArgumentError('store', 'must be a SessionStore');
+    }
+    const { onStale = 'throw', generateId = randomUUID, now = Date.now } = options;
+    const { timeoutMs = DEFAULT_TIMEOUT_MS, maxReloads = DEFAULT_MAX_RELOADS } = options;
+    if (onStale !== 'throw' && onStale !== 'reload') {
+      throw new InvalidArgumentError('onStale', `must be 'throw' or 'reload', got ${String(onStale)}`);
+    }
+    if (typeof generateId !== 'function') throw new InvalidArgumentError('generateId', 'must be a function');
+    if (typeof now !== 'function') throw new InvalidArgumentError('now', 'must be a function');
+    assertPositiveNumber('timeoutMs', timeoutMs, { max: MAX_TIMEOUT_MS, allowInfinity: true });
+    assertPositiveNumber('maxReloads', maxReloads, { integer: true, allowZero: true, max: 1_000_000 });
     this.store = store;
-    this.#onStale = options.onStale ?? 'throw';
-    this.#generateId = options.generateId ?? randomUUID;
-    this.#now = options.now ?? Date.now;
+    this.#onStale = onStale;
+    this.#generateId = generateId;
+    this.#now = now;
+    this.#timeoutMs = timeoutMs;
+    this.#maxReloads = maxReloads;
   }
 
   override async createSession(request: CreateSessionRequest): Promise<Session> {
@@ -89,22 +126,23 @@ export class StateSessionService extends BaseSessionService {
     if (sessionId !== undefined && typeof sessionId !== 'string') {
       throw new InvalidArgumentError('sessionId', 'must be a string when given');
     }
-    if (state !== undefined && (typeof state !== 'object' || state === null || Array.isArray(state))) {
-      throw new InvalidArgumentError('state', 'must be a plain object of state keys');
-    }
+    if (state !== undefined) assertStateMap('state', state);
     const writes = splitState(state);
     const id = sessionId || this.#generateId();
     const createTime = this.#now();
     const revision = randomInt(1, FIRST_REVISION_LIMIT);
-    const result = await this.#call('createSession', () =>
-      this.store.createSession({
-        key: { appName, userId, sessionId: id },
-        state: writes.session,
-        userDelta: writes.user,
-        appDelta: writes.app,
-        createTime,
-        revision,
-      }),
+    const result = await this.#call('createSession', WRITE, (call) =>
+      this.store.createSession(
+        {
+          key: { appName, userId, sessionId: id },
+          state: writes.session,
+          userDelta: writes.user,
+          appDelta: writes.app,
+          createTime,
+          revision,
+        },
+        call,
+      ),
     );
     if (result.status === 'exists') throw new AlreadyExistsError(id);
     const session: Session = {
@@ -124,14 +162,14 @@ export class StateSessionService extends BaseSessionService {
     const key = { appName: request.appName, userId: request.userId, sessionId: request.sessionId };
     const filter = toEventFilter(request.config);
     if (!isPossibleKey(key)) return undefined;
-    const loaded = await this.#call('getSession', () => this.store.loadSession(key, filter));
+    const loaded = await this.#call('getSession', READ, (call) => this.store.loadSession(key, filter, call));
     if (!loaded) return undefined;
     return this.#toSession(loaded);
   }
 
   override async listSessions(request: ListSessionsRequest): Promise<ListSessionsResponse> {
     const query = toListQuery(request);
-    const result = await this.#call('listSessions', () => this.store.listSessions(query));
+    const result = await this.#call('listSessions', READ, (call) => this.store.listSessions(query, call));
     const sessions = result.sessions.map((record) => {
       const session = this.#fromRecord(record, result.userStates.get(record.userId), result.appState);
       return session;
@@ -141,7 +179,7 @@ export class StateSessionService extends BaseSessionService {
 
   override async deleteSession(request: DeleteSessionRequest): Promise<void> {
     const key = toKey(request);
-    await this.#call('deleteSession', () => this.store.deleteSession(key));
+    await this.#call('deleteSession', WRITE, (call) => this.store.deleteSession(key, call));
   }
 
   override async appendEvent({ session, event }: AppendEventRequest): Promise<Event> {
@@ -152,16 +190,20 @@ export class StateSessionService extends BaseSessionService {
       throw new InvalidArgumentError('session', 'must be a Session with a state object and an events array');
     }
     // Validate everything before touching the caller's objects or storage.
-    const writes = splitState(event.actions?.stateDelta as Record<string, unknown> | undefined);
+    const delta: unknown = event.actions?.stateDelta;
+    if (delta !== undefined && delta !== null) assertStateMap('event.actions.stateDelta', delta);
+    const writes = splitState(delta as Record<string, unknown> | undefined);
     const temp = takeTempEntries(event);
+    const deadline = new Deadline(this.#timeoutMs);
     let expectedRevision: number;
     try {
-      expectedRevision = await this.#store(session, key, event, writes);
+      expectedRevision = await this.#store(session, key, event, writes, deadline);
     } catch (error) {
-      // Nothing was stored: give the event back its temp: keys, as it came.
-      const delta = event.actions?.stateDelta as Record<string, unknown> | undefined;
-      if (delta) for (const [tempKey, value] of temp) defineEntry(delta, tempKey, value);
+      // Not stored (or not known to be): give the event back its temp: keys, as it came.
+      if (delta) for (const [tempKey, value] of temp) defineEntry(delta as Record<string, unknown>, tempKey, value);
       throw error;
+    } finally {
+      deadline.dispose();
     }
     for (const [tempKey, value] of temp) defineEntry(session.state, tempKey, value);
 
@@ -177,26 +219,38 @@ export class StateSessionService extends BaseSessionService {
   }
 
   /** Stores the event under the revision check; returns the revision it was built on. */
-  async #store(session: Session, key: SessionKey, event: Event, writes: ScopedWrites): Promise<number> {
+  async #store(
+    session: Session,
+    key: SessionKey,
+    event: Event,
+    writes: ScopedWrites,
+    deadline: Deadline,
+  ): Promise<number> {
     const stored = encodeEvent(event);
-    let expectedRevision = this.#revisions.get(session) ?? (await this.#revisionOfUnmarked(session, key));
+    let expectedRevision = this.#revisions.get(session) ?? (await this.#revisionOfUnmarked(session, key, deadline));
     for (let reloads = 0; ; reloads++) {
-      const result = await this.#call('appendEvent', () =>
-        this.store.appendEvent({
-          key,
-          expectedRevision,
-          event: stored,
-          sessionDelta: writes.session,
-          userDelta: writes.user,
-          appDelta: writes.app,
-          lastUpdateTime: event.timestamp,
-        }),
-      );
+      const input = {
+        key,
+        expectedRevision,
+        event: stored,
+        sessionDelta: writes.session,
+        userDelta: writes.user,
+        appDelta: writes.app,
+        lastUpdateTime: event.timestamp,
+      };
+      const result = await this.#call('appendEvent', WRITE, (call) => this.store.appendEvent(input, call), deadline);
       if (result.status === 'ok') return expectedRevision;
       if (result.status === 'missing') throw new SessionNotFoundError(key.sessionId);
       const detail = `the stored session is at revision ${result.revision}, this session object was built from revision ${expectedRevision}`;
-      if (this.#onStale === 'throw' || reloads >= MAX_RELOADS) throw new StaleSessionError(key.sessionId, detail);
-      expectedRevision = await this.#reloadInPlace(session, key);
+      if (this.#onStale === 'throw') throw new StaleSessionError(key.sessionId, detail);
+      if (reloads >= this.#maxReloads) {
+        throw new StaleSessionError(
+          key.sessionId,
+          `it changed again after each of ${reloads} reloads (maxReloads is ${this.#maxReloads}); ${detail}`,
+          { contention: true },
+        );
+      }
+      expectedRevision = await this.#reloadInPlace(session, key, deadline);
     }
   }
 
@@ -204,14 +258,16 @@ export class StateSessionService extends BaseSessionService {
   async getUserState(request: { appName: string; userId: string }): Promise<Record<string, unknown>> {
     assertNonEmptyString('appName', request?.appName);
     assertNonEmptyString('userId', request.userId);
-    const bucket = await this.#call('getUserState', () => this.store.readUserState(request.appName, request.userId));
+    const { appName, userId } = request;
+    const bucket = await this.#call('getUserState', READ, (call) => this.store.readUserState(appName, userId, call));
     return bucketToObject(bucket);
   }
 
   /** The un-prefixed app bucket of `appName`; `{}` when empty. */
   async getAppState(request: { appName: string }): Promise<Record<string, unknown>> {
     assertNonEmptyString('appName', request?.appName);
-    const bucket = await this.#call('getAppState', () => this.store.readAppState(request.appName));
+    const { appName } = request;
+    const bucket = await this.#call('getAppState', READ, (call) => this.store.readAppState(appName, call));
     return bucketToObject(bucket);
   }
 
@@ -247,13 +303,18 @@ export class StateSessionService extends BaseSessionService {
    * A session object this service never handed out (built by hand, cloned)
    * is current when its newest event is the newest stored event.
    */
-  async #revisionOfUnmarked(session: Session, key: SessionKey): Promise<number> {
-    const head = await this.#call('appendEvent', () => this.store.loadSession(key, { limit: 1 }));
+  async #revisionOfUnmarked(session: Session, key: SessionKey, deadline: Deadline): Promise<number> {
+    const head = await this.#call(
+      'appendEvent',
+      READ,
+      (call) => this.store.loadSession(key, { limit: 1 }, call),
+      deadline,
+    );
     if (!head) throw new SessionNotFoundError(key.sessionId);
     const storedLast = head.events[0]?.id;
     const callerLast = session.events[session.events.length - 1]?.id;
     if (storedLast === callerLast) return head.session.revision;
-    if (this.#onStale === 'reload') return this.#reloadInPlace(session, key);
+    if (this.#onStale === 'reload') return this.#reloadInPlace(session, key, deadline);
     throw new StaleSessionError(
       key.sessionId,
       `its newest event is ${describeEventId(callerLast)} but the newest stored event is ${describeEventId(storedLast)}`,
@@ -261,8 +322,8 @@ export class StateSessionService extends BaseSessionService {
   }
 
   /** Replaces the caller's state (keeping `temp:` keys) and events with the stored ones; returns the revision. */
-  async #reloadInPlace(session: Session, key: SessionKey): Promise<number> {
-    const loaded = await this.#call('appendEvent', () => this.store.loadSession(key, {}));
+  async #reloadInPlace(session: Session, key: SessionKey, deadline: Deadline): Promise<number> {
+    const loaded = await this.#call('appendEvent', READ, (call) => this.store.loadSession(key, {}, call), deadline);
     if (!loaded) throw new SessionNotFoundError(key.sessionId);
     const fresh = this.#toSession(loaded);
     const state = session.state as Record<string, unknown>;
@@ -277,15 +338,51 @@ export class StateSessionService extends BaseSessionService {
     return loaded.session.revision;
   }
 
-  /** Runs a store call; a failure that is not one of ours becomes a {@link BackendError} with the cause. */
-  async #call<T>(operation: string, run: () => Promise<T>): Promise<T> {
+  /**
+   * Runs one store step under the call's deadline (a new one unless the call
+   * shares its own across steps). A failure that is not one of ours becomes
+   * a {@link BackendError} with the cause, saying whether a write may have
+   * been applied: never for a read, nor for a write that was not begun.
+   */
+  async #call<T>(
+    operation: string,
+    kind: StepKind,
+    run: (call: StoreCall) => Promise<T>,
+    shared?: Deadline,
+  ): Promise<T> {
+    const deadline = shared ?? new Deadline(this.#timeoutMs);
     try {
-      return await run();
+      return await deadline.run(run);
     } catch (error) {
       if (error instanceof AdkStateError) throw error;
-      throw new BackendError(operation, error);
+      const write = kind === WRITE;
+      if (error instanceof DeadlineExceeded) {
+        throw new BackendError(operation, error, { mayHaveApplied: write && error.started, timedOut: true });
+      }
+      throw new BackendError(operation, error, { mayHaveApplied: write });
+    } finally {
+      if (!shared) deadline.dispose();
     }
   }
+}
+
+/** Whether a store step writes (its failure may leave the write applied) or only reads. */
+type StepKind = 'read' | 'write';
+const READ: StepKind = 'read';
+const WRITE: StepKind = 'write';
+
+/** A state map (create state, event delta) must be a plain object: an array or a Map would lose its entries. */
+function assertStateMap(name: string, value: unknown): void {
+  const proto = typeof value === 'object' && value !== null ? Object.getPrototypeOf(value) : undefined;
+  if (proto !== Object.prototype && proto !== null) {
+    throw new InvalidArgumentError(name, `must be a plain object of state keys, got ${describeValue(value)}`);
+  }
+}
+
+function describeValue(value: unknown): string {
+  if (Array.isArray(value)) return 'an array';
+  if (typeof value === 'object' && value !== null) return `a ${value.constructor?.name ?? 'class instance'}`;
+  return typeof value === 'string' ? JSON.stringify(value) : String(value);
 }
 
 function toKey(request: { appName?: unknown; userId?: unknown; sessionId?: unknown } | undefined): SessionKey {

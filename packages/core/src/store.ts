@@ -87,22 +87,40 @@ export interface ListResult {
 }
 
 /**
+ * The deadline of one store call, handed to every method. The service
+ * rejects the call with a timed-out {@link BackendError} when the deadline
+ * passes, whatever the store does; a store passes the deadline on to its
+ * client where the client takes one (a timeout option, an abort signal), so
+ * that abandoned work stops too, and must never leave a rejected promise
+ * unhandled after the service has given up on it.
+ */
+export interface StoreCall {
+  /** Aborted when the deadline passes (never, when the service has no deadline). */
+  signal: AbortSignal;
+  /** Epoch milliseconds by which the call must settle; `Infinity` for none. */
+  deadline: number;
+}
+
+/**
  * What a backend implements. Every method is atomic: it either happens whole
- * or not at all, and no reader ever sees part of it.
+ * or not at all, and no reader ever sees part of it. A failure is thrown as
+ * is (the service wraps it in a {@link BackendError} that says the write may
+ * have been applied), or as a `BackendError` with `mayHaveApplied: false`
+ * where the store knows that nothing was written.
  */
 export interface SessionStore {
   /** Creates the session and merges the user/app deltas, unless the key exists. */
-  createSession(input: CreateInput): Promise<CreateResult>;
+  createSession(input: CreateInput, call?: StoreCall): Promise<CreateResult>;
   /** The session, its buckets and the filtered events; `undefined` if the key is not stored. */
-  loadSession(key: SessionKey, filter: EventFilter): Promise<LoadResult | undefined>;
+  loadSession(key: SessionKey, filter: EventFilter, call?: StoreCall): Promise<LoadResult | undefined>;
   /** Compare-and-set on the revision, then event + deltas + lastUpdateTime + revision, all or nothing. */
-  appendEvent(input: AppendInput): Promise<AppendResult>;
+  appendEvent(input: AppendInput, call?: StoreCall): Promise<AppendResult>;
   /** Removes the session and all its events; user and app buckets stay. Unknown keys are a no-op. */
-  deleteSession(key: SessionKey): Promise<void>;
+  deleteSession(key: SessionKey, call?: StoreCall): Promise<void>;
   /** A window of an app's (or one user's) sessions with their state buckets. */
-  listSessions(query: ListQuery): Promise<ListResult>;
-  readUserState(appName: string, userId: string): Promise<Bucket>;
-  readAppState(appName: string): Promise<Bucket>;
+  listSessions(query: ListQuery, call?: StoreCall): Promise<ListResult>;
+  readUserState(appName: string, userId: string, call?: StoreCall): Promise<Bucket>;
+  readAppState(appName: string, call?: StoreCall): Promise<Bucket>;
   /** Releases what the store opened itself (never a client the caller passed in). */
   close?(): Promise<void>;
 }
