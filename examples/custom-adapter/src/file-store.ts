@@ -118,9 +118,9 @@ export class FileStore implements SessionStore {
     return new Map((await this.#read(appName)).app);
   }
 
-  /** File names are hashes, so any app name (any length, any character) maps to a valid, distinct file. */
+  /** File names are hashes of the UTF-16 code units, so any app name (any length, lone surrogates too) maps to a valid, distinct file. */
   #path(appName: string): string {
-    return join(this.directory, `${createHash('sha256').update(appName).digest('hex')}.json`);
+    return join(this.directory, `${createHash('sha256').update(Buffer.from(appName, 'utf16le')).digest('hex')}.json`);
   }
 
   async #read(appName: string): Promise<AppFile> {

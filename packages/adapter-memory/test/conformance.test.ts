@@ -4,5 +4,5 @@ import { MemorySessionService } from '../src/index.js';
 runConformanceSuite({
   name: 'adapter-memory',
   create: (options) => new MemorySessionService(options),
-  capabilities: { sharedBackend: false },
+  capabilities: { sharedBackend: false, outage: { absent: 'an in-process store has no backend to take away' } },
 });

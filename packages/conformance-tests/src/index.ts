@@ -4,6 +4,7 @@
  * vitest test file with a {@link ConformanceTarget}.
  */
 import { afterAll, beforeAll, describe, it } from 'vitest';
+import { type FaultWatch, watchProcessFaults } from './faults.js';
 import { allGroups } from './groups/index.js';
 import { type GroupApi, type TestKit, uniqueName } from './kit.js';
 import type { ConformanceService, ConformanceTarget } from './target.js';
@@ -19,6 +20,9 @@ export {
   type ScriptedStep,
   say,
 } from './runtime/scripted-model.js';
+
+import type { Capabilities } from './target.js';
+
 export type { Capabilities, ConformanceService, ConformanceTarget, Divergence, OutageControl } from './target.js';
 
 /** Every test id the suite declares, in order (for checking divergence records). */
@@ -35,11 +39,17 @@ export function runConformanceSuite<S extends ConformanceService>(target: Confor
   const unknown = [...divergences.keys()].filter((name) => !known.has(name));
 
   describe(`adk-state conformance: ${target.name}`, () => {
+    let faults: FaultWatch | undefined;
     beforeAll(async () => {
+      faults = watchProcessFaults();
       await target.setup?.();
     });
     afterAll(async () => {
-      await target.teardown?.();
+      try {
+        await target.teardown?.();
+      } finally {
+        faults?.close();
+      }
     });
 
     it('every recorded divergence names a test of this suite', () => {
@@ -53,11 +63,12 @@ export function runConformanceSuite<S extends ConformanceService>(target: Confor
         const api: GroupApi = {
           test(name, body, options = {}) {
             const id = `${group.title} › ${name}`;
-            const required = options.requires;
-            if (required && !target.capabilities[required]) {
-              it.skip(`${name} (skipped: the target does not declare capability '${required}')`, () => {});
+            const skipped = missingCapability(target.capabilities, options.requires);
+            if (skipped !== undefined) {
+              it.skip(`${name} (skipped: ${skipped})`, () => {});
               return;
             }
+            const outage = target.capabilities.outage;
             const reason = divergences.get(id);
             const run = async () => {
               const made: S[] = [];
@@ -68,12 +79,15 @@ export function runConformanceSuite<S extends ConformanceService>(target: Confor
                   return service;
                 },
                 app: (label) => uniqueName(label),
+                ...(outage && !('absent' in outage) ? { outage } : {}),
               };
+              const seen = faults?.count() ?? 0;
               try {
                 await body(kit);
               } finally {
                 for (const service of made) await target.destroy?.(service);
               }
+              await faults?.expectNoneSince(seen, id);
             };
             if (reason !== undefined) it.fails(`${name} [recorded divergence: ${reason}]`, run);
             else it(name, run);
@@ -83,4 +97,14 @@ export function runConformanceSuite<S extends ConformanceService>(target: Confor
       });
     }
   });
+}
+
+/** Why a test that requires `capability` cannot run on `target`, or `undefined` when it can. */
+function missingCapability(capabilities: Capabilities, capability: keyof Capabilities | undefined): string | undefined {
+  if (capability === undefined) return undefined;
+  const declared = capabilities[capability];
+  if (!declared) return `the target does not declare capability '${capability}'`;
+  if (typeof declared === 'object' && 'absent' in declared)
+    return `the target has no '${capability}': ${declared.absent}`;
+  return undefined;
 }

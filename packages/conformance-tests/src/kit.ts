@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import type { StateSessionServiceOptions } from '@adk-state/core';
 import { createEvent, type Event, type Session } from '@google/adk';
 import { expect } from 'vitest';
-import type { Capabilities, ConformanceService } from './target.js';
+import type { Capabilities, ConformanceService, OutageControl } from './target.js';
 
 /** What one test gets. */
 export interface TestKit {
@@ -14,6 +14,8 @@ export interface TestKit {
   service(options?: StateSessionServiceOptions): Promise<ConformanceService>;
   /** An app name no other test uses; `label` makes failures easier to read. */
   app(label?: string): string;
+  /** The target's outage control, in tests that require the `outage` capability. */
+  outage?: OutageControl;
 }
 
 export interface TestOptions {

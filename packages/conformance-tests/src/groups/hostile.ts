@@ -1,8 +1,14 @@
 /** Hostile ids and keys: any string is an exact, opaque id that never reaches another key's data. */
-import { expect } from 'vitest';
-import { type Group, plain, put } from '../kit.js';
 
-/** Id fragments that break naive key encodings (separators, wildcards, hash tags, paths, escapes). */
+import { compareSessions } from '@adk-state/core';
+import { expect } from 'vitest';
+import { type Group, ids, plain, put } from '../kit.js';
+
+/**
+ * Id fragments that break naive key encodings (separators, wildcards, hash
+ * tags, paths, escapes), and strings that are not well-formed UTF-16 (lone
+ * surrogates), which many backends cannot store as text.
+ */
 export const HOSTILE_IDS: readonly string[] = [
   'a:b',
   'a/b',
@@ -31,8 +37,16 @@ export const HOSTILE_IDS: readonly string[] = [
   'ünï©ødé 🚀',
   '\u{10000}',
   '\uffff',
+  '\ufffd',
+  '\ud800',
+  '\udc00',
+  'a\udfffb',
+  '\udbff\ud800',
   'x'.repeat(1024),
 ];
+
+/** A user id of 2,000 bytes of UTF-8, longer than many backends index as a plain value. */
+export const LONG_USER_ID = `${'ü'.repeat(999)}!!`;
 
 export const hostile: Group = {
   title: 'hostile ids and keys never collide',
@@ -132,6 +146,71 @@ export const hostile: Group = {
       }
     });
 
+    test('every hostile string works as an event id, and a 2,000-byte user id lists and reads back', async (kit) => {
+      const service = await kit.service();
+      const appName = kit.app();
+      const session = await service.createSession({ appName, userId: LONG_USER_ID, sessionId: 's' });
+      for (const id of HOSTILE_IDS) await put(service, session, { last: id }, { id });
+      const loaded = await service.getSession({ appName, userId: LONG_USER_ID, sessionId: 's' });
+      expect(ids(loaded)).toEqual([...HOSTILE_IDS]);
+      expect(loaded?.userId).toBe(LONG_USER_ID);
+      const recent = await service.getSession({
+        appName,
+        userId: LONG_USER_ID,
+        sessionId: 's',
+        config: { numRecentEvents: 3 },
+      });
+      expect(ids(recent)).toEqual(HOSTILE_IDS.slice(-3));
+      // Appending an already stored id again replaces that event in place.
+      const again = HOSTILE_IDS[HOSTILE_IDS.length - 8] as string;
+      await put(service, session, { last: 'again' }, { id: again });
+      expect(ids(await service.getSession({ appName, userId: LONG_USER_ID, sessionId: 's' }))).toEqual([
+        ...HOSTILE_IDS,
+      ]);
+      for (const listed of [
+        await service.listSessions({ appName, userId: LONG_USER_ID }),
+        await service.listSessions({ appName }),
+      ]) {
+        expect(listed.sessions.map((s) => [s.userId, s.id])).toEqual([[LONG_USER_ID, 's']]);
+        expect(listed.sessions[0]?.state.last).toBe('again');
+      }
+      expect(await service.getUserState({ appName, userId: LONG_USER_ID })).toEqual({});
+      await service.deleteSession({ appName, userId: LONG_USER_ID, sessionId: 's' });
+      expect((await service.listSessions({ appName })).totalItems).toBe(0);
+    });
+
+    test('sessions updated at one instant list in UTF-16 id order across small pages, in both orders', async (kit) => {
+      const instant = 1_750_000_000_000;
+      const service = await kit.service({ now: () => instant });
+      const appName = kit.app();
+      const users = ['u1', '\ud800', LONG_USER_ID];
+      for (const [index, sessionId] of HOSTILE_IDS.entries()) {
+        await service.createSession({ appName, userId: users[index % users.length] as string, sessionId });
+      }
+      for (const order of ['asc', 'desc'] as const) {
+        const expected = HOSTILE_IDS.map((id) => ({ id, lastUpdateTime: instant }))
+          .sort(compareSessions(order))
+          .map((s) => s.id);
+        const seen: string[] = [];
+        for (let page = 1; page <= Math.ceil(HOSTILE_IDS.length / 4); page++) {
+          const listed = await service.listSessions({ appName, order, limit: 4, page });
+          expect(listed.totalItems).toBe(HOSTILE_IDS.length);
+          seen.push(...listed.sessions.map((s) => s.id));
+        }
+        expect(seen, order).toEqual(expected);
+        for (const [index, userId] of users.entries()) {
+          const mine = HOSTILE_IDS.filter((_, i) => i % users.length === index);
+          const listed = await service.listSessions({ appName, userId, order, limit: 3, offset: 1 });
+          const want = expected.filter((id) => mine.includes(id));
+          expect(
+            listed.sessions.map((s) => s.id),
+            `${order} ${index}`,
+          ).toEqual(want.slice(1, 4));
+          expect(listed.totalItems).toBe(mine.length);
+        }
+      }
+    });
+
     test('ids are exact: no trimming, no case folding, no normalisation', async (kit) => {
       const service = await kit.service();
       const appName = kit.app();
@@ -161,6 +240,10 @@ export const hostile: Group = {
         'x'.repeat(1024),
         '🔑',
         'a:b',
+        '\ud800',
+        '\udc00',
+        'a\udfffb',
+        '\ufffd',
       ];
       const state: Record<string, unknown> = {};
       for (const key of keys) {

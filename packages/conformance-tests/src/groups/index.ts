@@ -5,7 +5,9 @@ import { durability } from './durability.js';
 import { events } from './events.js';
 import { hostile } from './hostile.js';
 import { identity } from './identity.js';
+import { limits } from './limits.js';
 import { listing } from './listing.js';
+import { outage } from './outage.js';
 import { reappend } from './reappend.js';
 import { rejected } from './rejected.js';
 import { runtime } from './runtime.js';
@@ -26,6 +28,8 @@ export const allGroups: readonly Group[] = [
   stale,
   hostile,
   rejected,
+  limits,
   durability,
+  outage,
   runtime,
 ];
