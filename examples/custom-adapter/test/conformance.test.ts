@@ -15,5 +15,8 @@ runConformanceSuite({
     await rm(directory, { recursive: true, force: true });
   },
   create: (options) => new FileSessionService(directory, options),
-  capabilities: { sharedBackend: true, outage: { absent: 'a local directory cannot be taken away from a running process' } },
+  capabilities: {
+    sharedBackend: true,
+    outage: { absent: 'a local directory cannot be taken away from a running process' },
+  },
 });
