@@ -1,5 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { assertJsonValue, combineState, StateValueError, splitState } from '../src/index.js';
+import {
+  assertJsonValue,
+  assertPositiveNumber,
+  combineState,
+  findNonJson,
+  InvalidArgumentError,
+  MAX_VALUE_DEPTH,
+  StateValueError,
+  splitState,
+} from '../src/index.js';
 
 function rejection(value: unknown): { path: string; message: string } {
   try {
@@ -44,5 +53,63 @@ describe('JSON value validation', () => {
     expect([...writes.app]).toEqual([['c', '3']]);
     expect([...writes.temp]).toEqual([['temp:d', 4]]);
     expect(combineState(writes.session, writes.user, writes.app)).toEqual({ a: 1, 'user:b': 2, 'app:c': 3 });
+  });
+});
+
+describe('depth', () => {
+  function nested(depth: number): unknown {
+    let value: unknown = 1;
+    for (let level = 0; level < depth; level++) value = level % 2 ? [value] : { v: value };
+    return value;
+  }
+
+  it(`accepts ${MAX_VALUE_DEPTH} levels and refuses deeper values without overflowing the stack`, () => {
+    expect(() => assertJsonValue('k', nested(MAX_VALUE_DEPTH))).not.toThrow();
+    for (const depth of [MAX_VALUE_DEPTH + 1, 100_000]) {
+      const { message, path } = rejection(nested(depth));
+      expect(message).toContain(`deeper than ${MAX_VALUE_DEPTH} levels`);
+      expect(path.startsWith('$')).toBe(true);
+    }
+  });
+
+  it('names the place where a cycle closes, however deep it is', () => {
+    const inner: Record<string, unknown> = { x: 1 };
+    const outer = { a: [{ b: inner }] };
+    inner.loop = outer;
+    expect(rejection(outer)).toMatchObject({ path: '$.a[0].b.loop' });
+    expect(rejection(outer).message).toContain('reference cycle');
+  });
+});
+
+describe('findNonJson as JSON.stringify sees an event', () => {
+  const rules = { maxDepth: 64, asStringified: true };
+  it('leaves out undefined properties and class instances, refuses what JSON would silently change', () => {
+    class Part {
+      text = 'x';
+    }
+    expect(findNonJson({ a: undefined, b: new Part(), c: new Date(0) }, rules)).toBeUndefined();
+    expect(findNonJson({ a: [1, undefined] }, rules)?.path).toBe('$.a[1]');
+    expect(findNonJson({ a: { f: () => 1 } }, rules)).toEqual({ path: '$.a.f', problem: 'is a function' });
+    expect(findNonJson({ n: Number.NaN }, rules)?.problem).toContain('NaN');
+  });
+});
+
+describe('assertPositiveNumber', () => {
+  it('takes positive numbers within the limits and refuses everything else with InvalidArgumentError', () => {
+    expect(() => assertPositiveNumber('x', 1.5)).not.toThrow();
+    expect(() => assertPositiveNumber('x', Number.POSITIVE_INFINITY, { allowInfinity: true })).not.toThrow();
+    expect(() => assertPositiveNumber('x', 0, { allowZero: true, integer: true })).not.toThrow();
+    const bad: Array<[unknown, Parameters<typeof assertPositiveNumber>[2]]> = [
+      [0, {}],
+      [-1, {}],
+      [Number.NaN, {}],
+      ['5', {}],
+      [Number.POSITIVE_INFINITY, {}],
+      [1.5, { integer: true }],
+      [11, { max: 10 }],
+    ];
+    for (const [value, limits] of bad) {
+      expect(() => assertPositiveNumber('x', value, limits)).toThrow(InvalidArgumentError);
+    }
   });
 });
