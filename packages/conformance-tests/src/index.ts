@@ -9,7 +9,7 @@ import { allGroups } from './groups/index.js';
 import { type GroupApi, type TestKit, uniqueName } from './kit.js';
 import type { ConformanceService, ConformanceTarget } from './target.js';
 
-export { HOSTILE_IDS } from './groups/hostile.js';
+export { HOSTILE_IDS, LONG_USER_ID } from './groups/hostile.js';
 export { allGroups } from './groups/index.js';
 export type { Group, GroupApi, TestKit, TestOptions } from './kit.js';
 export {
