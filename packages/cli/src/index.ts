@@ -1,0 +1,18 @@
+/**
+ * @adk-state/cli: ADK's web UI and API server on any adk-state store (the
+ * `adk-state` command), and `sessionServiceFromUri` for programs.
+ *
+ * @packageDocumentation
+ */
+export { MissingPackageError } from './packages.js';
+export { createProgram, type ProgramIo } from './program.js';
+export { type LogLevelName, type RunningServer, type ServerOptions, startServer } from './server.js';
+export {
+  ADK_STATE_SCHEMES,
+  clusterNodes,
+  firestoreLocation,
+  redactUri,
+  sessionServiceFromUri,
+  type UriServiceOptions,
+  type UriSessionService,
+} from './uri.js';

@@ -1,0 +1,82 @@
+/**
+ * Runs the `adk-state` command from source in a child process, the way a user
+ * runs the installed bin, and waits until its server answers.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+const CLI = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
+export const AGENTS_DIR = fileURLToPath(new URL('../fixtures/agents', import.meta.url));
+
+/** A running `adk-state` process. */
+export interface CliProcess {
+  readonly url: string;
+  readonly child: ChildProcess;
+  /** Everything it printed so far (stdout and stderr). */
+  output(): string;
+  /** Sends `signal` and resolves with the exit code (rejects if it does not exit within 15 s). */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+/** Starts `adk-state <args>` and resolves once it prints that its server started (within 60 s). */
+export async function startCli(args: string[], port: number): Promise<CliProcess> {
+  const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], {
+    env: { ...process.env, NO_COLOR: '1' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`adk-state did not start within 60 s:\n${output}`)), 60_000);
+    const collect = (chunk: Buffer) => {
+      output += chunk.toString();
+      if (output.includes('ADK API Server started')) {
+        clearTimeout(timer);
+        resolve();
+      }
+    };
+    child.stdout?.on('data', collect);
+    child.stderr?.on('data', collect);
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`adk-state exited with ${code} before starting:\n${output}`));
+    });
+  });
+  return {
+    url: `http://127.0.0.1:${port}`,
+    child,
+    output: () => output,
+    async stop(signal = 'SIGTERM') {
+      if (child.exitCode !== null) return child.exitCode;
+      child.kill(signal);
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const late = new Promise<never>((_resolve, reject) => {
+        timer = setTimeout(() => {
+          child.kill('SIGKILL');
+          reject(new Error(`adk-state did not exit within 15 s of ${signal}:\n${output}`));
+        }, 15_000);
+      });
+      try {
+        return await Promise.race([exited, late]);
+      } finally {
+        clearTimeout(timer);
+      }
+    },
+  };
+}
+
+/** `fetch` of `path` on `base` with a JSON body; resolves with the status and the parsed body. */
+export async function call(
+  base: string,
+  method: string,
+  path: string,
+  body?: unknown,
+): Promise<{ status: number; body: unknown }> {
+  const response = await fetch(`${base}${path}`, {
+    method,
+    headers: body === undefined ? {} : { 'content-type': 'application/json' },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  const text = await response.text();
+  return { status: response.status, body: text === '' ? undefined : JSON.parse(text) };
+}

@@ -1,0 +1,72 @@
+/**
+ * `adk-state web` on Redis in a real headless Chromium: the dev UI loads with
+ * no network beyond loopback, a message sent from its text box gets the
+ * sample agent's reply, and the conversation is stored in Redis. The test
+ * keeps a screenshot in .tmp/artifacts/dev-ui.png.
+ */
+import { existsSync, mkdirSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { RedisSessionService } from '@adk-state/adapter-redis';
+import { type Browser, chromium } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort, type RedisServer, startRedisServer } from '../../adapter-redis/test/support/redis-server.js';
+import { AGENTS_DIR, type CliProcess, startCli } from './support/cli-process.js';
+
+const ARTIFACTS = fileURLToPath(new URL('../../../.tmp/artifacts/', import.meta.url));
+
+/** Debian's `chromium` (scripts/setup.sh installs it), or CHROMIUM_PATH. */
+function chromiumPath(): string {
+  const path = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+  if (!existsSync(path)) {
+    throw new Error(`no Chromium at ${path}: run scripts/setup.sh (apt-get install chromium) or set CHROMIUM_PATH`);
+  }
+  return path;
+}
+
+describe('adk-state web --session_service_uri redis://… in headless Chromium', () => {
+  let redis: RedisServer;
+  let cli: CliProcess;
+  let browser: Browser;
+
+  beforeAll(async () => {
+    redis = await startRedisServer();
+    const port = await freePort();
+    cli = await startCli(
+      ['web', AGENTS_DIR, '--host', '127.0.0.1', '--port', String(port), '--session_service_uri', redis.url],
+      port,
+    );
+    browser = await chromium.launch({ executablePath: chromiumPath(), headless: true, args: ['--no-sandbox'] });
+  }, 120_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await cli?.stop();
+    await redis?.stop();
+  });
+
+  it('picks the app, sends a message, shows the reply, and the session is in Redis', async () => {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    // Only loopback: the UI's web fonts are the one thing it asks the internet for.
+    await page.route(/^https?:\/\/(?!127\.0\.0\.1[:/]|localhost[:/])/, (route) => route.abort());
+    await page.goto(`${cli.url}/`, { waitUntil: 'networkidle' });
+    await expect.poll(() => page.url()).toContain('app=greeter');
+
+    const box = page.locator('textarea');
+    await box.fill('hello from the browser');
+    await box.press('Enter');
+    await page.getByText('Noted: hello from the browser (turn 1)').first().waitFor({ timeout: 30_000 });
+    mkdirSync(ARTIFACTS, { recursive: true });
+    await page.screenshot({ path: `${ARTIFACTS}dev-ui.png`, fullPage: true });
+
+    const reader = new RedisSessionService({ url: redis.url });
+    try {
+      const { sessions } = await reader.listSessions({ appName: 'greeter', userId: 'user' });
+      expect(sessions).toHaveLength(1);
+      const stored = await reader.getSession({ appName: 'greeter', userId: 'user', sessionId: sessions[0]?.id ?? '' });
+      expect(stored?.state.last_reply).toBe('Noted: hello from the browser (turn 1)');
+    } finally {
+      await reader.close();
+    }
+    expect(existsSync(`${ARTIFACTS}dev-ui.png`)).toBe(true);
+  });
+});
