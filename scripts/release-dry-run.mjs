@@ -12,6 +12,7 @@ const allowed = [
   /^LICENSE$/,
   /^CHANGELOG\.md$/,
   /^dist\/index\.(js|cjs|d\.ts|d\.cts)$/,
+  /^dist\/cli\.js$/,
 ];
 const required = [
   'package.json',
@@ -23,6 +24,12 @@ const required = [
   'dist/index.d.cts',
 ];
 let failed = false;
+// Every public package ships the full Apache-2.0 text, the same as the repository's.
+const license = readFileSync(join(root, 'LICENSE'), 'utf8');
+if (!license.includes('END OF TERMS AND CONDITIONS')) {
+  failed = true;
+  console.error('LICENSE is not the full Apache-2.0 text');
+}
 
 for (const folder of readdirSync(join(root, 'packages')).sort()) {
   const dir = join(root, 'packages', folder);
@@ -37,6 +44,16 @@ for (const folder of readdirSync(join(root, 'packages')).sort()) {
   const files = report.files.map((file) => file.path).sort();
   console.log(`${manifest.name}@${manifest.version} would ship ${files.length} files:`);
   for (const file of files) console.log(`  ${file}`);
+  if (readFileSync(join(dir, 'LICENSE'), 'utf8') !== license) {
+    failed = true;
+    console.error(`  ${folder}/LICENSE differs from the repository's LICENSE`);
+  }
+  const bins = Object.values(manifest.bin ?? {}).map((file) => file.replace(/^\.\//, ''));
+  const missingBins = bins.filter((file) => !files.includes(file));
+  if (missingBins.length) {
+    failed = true;
+    console.error(`  bin files not shipped: ${missingBins.join(', ')}`);
+  }
   const stray = files.filter((file) => !allowed.some((pattern) => pattern.test(file)));
   const missing = required.filter((file) => !files.includes(file));
   if (stray.length || missing.length) {
@@ -45,4 +62,4 @@ for (const folder of readdirSync(join(root, 'packages')).sort()) {
   }
 }
 if (failed) process.exit(1);
-console.log('release dry run: every public package ships exactly its build, README and LICENSE');
+console.log('release dry run: every public package ships exactly its build, README and the full LICENSE');
