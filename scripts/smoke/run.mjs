@@ -8,6 +8,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { packPublic } from '../pack-public.mjs';
 import { adapters } from './adapters.mjs';
 import { nodeBinaries } from './node-versions.mjs';
 
@@ -23,16 +24,7 @@ function run(command, args, options = {}) {
 }
 
 try {
-  const packed = new Map();
-  for (const folder of readdirSync(join(root, 'packages'))) {
-    const dir = join(root, 'packages', folder);
-    const manifest = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'));
-    if (manifest.private) continue;
-    const before = new Set(readdirSync(tarballs));
-    run('pnpm', ['pack', '--pack-destination', tarballs], { cwd: dir });
-    const file = readdirSync(tarballs).find((name) => !before.has(name));
-    packed.set(manifest.name, join(tarballs, file));
-  }
+  const packed = packPublic(tarballs);
   const template = readFileSync(new URL('./app.template.js', import.meta.url), 'utf8');
   const guard = new URL('./loopback-guard.cjs', import.meta.url).pathname;
   const nodes = await nodeBinaries();
