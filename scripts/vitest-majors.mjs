@@ -40,7 +40,9 @@ function runParts(command, args, options) {
 
 /** Lines of npm or pnpm output that speak of peer dependencies. */
 function peerWarnings(output) {
-  return output.split('\n').filter((line) => /ERESOLVE|peer dep|unmet peer|incorrect peer|conflicting peer/i.test(line));
+  return output
+    .split('\n')
+    .filter((line) => /ERESOLVE|peer dep|unmet peer|incorrect peer|conflicting peer/i.test(line));
 }
 
 function project(name, { vitest, node }) {
@@ -76,7 +78,8 @@ try {
     const warnings = peerWarnings(installed);
     if (warnings.length > 0) throw new Error(`vitest ${major.vitest}: npm warned about peers:\n${warnings.join('\n')}`);
     run('npm', ['ls', '--all'], { cwd: dir, env });
-    const version = JSON.parse(runParts('npm', ['ls', 'vitest', '--json'], { cwd: dir, env }).stdout).dependencies.vitest.version;
+    const version = JSON.parse(runParts('npm', ['ls', 'vitest', '--json'], { cwd: dir, env }).stdout).dependencies
+      .vitest.version;
     console.log(`vitest-majors: the example store's suite on vitest ${version}, Node ${major.node}`);
     const results = join(root, '.tmp', 'test-results', `example-custom-adapter-vitest${major.vitest}.json`);
     execFileSync(
@@ -107,7 +110,9 @@ try {
     const warnings = peerWarnings(installed);
     if (warnings.length > 0) throw new Error(`pnpm warned about peers:\n${warnings.join('\n')}`);
   }
-  console.log(`vitest-majors: clean install and passing suite on vitest ${majors.map((m) => m.vitest).join(', ') || '(none run)'}`);
+  console.log(
+    `vitest-majors: clean install and passing suite on vitest ${majors.map((m) => m.vitest).join(', ') || '(none run)'}`,
+  );
 } finally {
   rmSync(scratch, { recursive: true, force: true });
 }

@@ -12,7 +12,6 @@ import { packPublic } from '../pack-public.mjs';
 import { adapters } from './adapters.mjs';
 import { nodeBinaries } from './node-versions.mjs';
 
-const root = new URL('../..', import.meta.url).pathname;
 const only = process.argv.slice(2);
 const scratch = mkdtempSync(join(tmpdir(), 'adk-state-smoke-'));
 const tarballs = join(scratch, 'tarballs');
