@@ -28,8 +28,8 @@ command -v redis-cli >/dev/null 2>&1 || need_apt+=(redis-tools)
 # PostgreSQL is for `pnpm bench` (ADK's DatabaseSessionService as a peer); g++/make build sqlite3.
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
 command -v g++ >/dev/null 2>&1 || need_apt+=(g++ make)
-# The CLI's dev-UI test drives Debian's Chromium.
-command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+# The CLI's dev-UI test drives Debian's Chromium (or the browser CHROMIUM_PATH names).
+[ -x "${CHROMIUM_PATH:-}" ] || command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 if [ "${#need_apt[@]}" -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
   echo "setup: installing ${need_apt[*]} with apt"
