@@ -3,7 +3,14 @@
  * MongoDB (a replica set or a sharded cluster), with atomic transactional
  * appends, one document per event and an optional session time-to-live.
  */
-import { InvalidArgumentError, StateSessionService, type StateSessionServiceOptions } from '@adk-state/core';
+import {
+  assertPositiveNumber,
+  DEFAULT_TIMEOUT_MS,
+  InvalidArgumentError,
+  MAX_TIMEOUT_MS,
+  StateSessionService,
+  type StateSessionServiceOptions,
+} from '@adk-state/core';
 import { MongoClient, type MongoClientOptions } from 'mongodb';
 import { MongoStore } from './store.js';
 
@@ -18,7 +25,10 @@ export interface MongoSessionServiceOptions extends StateSessionServiceOptions {
   client?: MongoClient;
   /** A connection string; the service creates the client and closes it in `close()`. */
   url?: string;
-  /** Options for the client created from `url`. */
+  /**
+   * Options for the client created from `url`. They, and options given in
+   * the URL itself, win over the bounded defaults of {@link urlClientDefaults}.
+   */
   clientOptions?: MongoClientOptions;
   /** Default `adk_state`. */
   dbName?: string;
@@ -28,7 +38,61 @@ export interface MongoSessionServiceOptions extends StateSessionServiceOptions {
   sessionTtlSeconds?: number;
 }
 
+/** The longest `sessionTtlSeconds`: 100 years (of 365.25 days). */
+export const MAX_SESSION_TTL_SECONDS = 3_155_760_000;
+
+/**
+ * The timeouts a client made from `url` gets unless the URL or
+ * `clientOptions` set them, derived from the service's `timeoutMs` so that a
+ * client never waits longer than the calls it serves: server selection (and
+ * with it the first connection) gives up at 80% of the deadline, at most
+ * 30 s, so a write that found no server fails before the deadline and says
+ * it was not applied; a connection attempt gives up after at most 10 s; and
+ * a socket that stays silent 5 s past the deadline is closed (a stalled
+ * server), since every command carries the time left as `maxTimeMS`. With
+ * `timeoutMs: Infinity`: the driver's 30 s server selection, 10 s connect and
+ * no socket timeout.
+ */
+export function urlClientDefaults(timeoutMs: number = DEFAULT_TIMEOUT_MS): MongoClientOptions {
+  const bounded = Number.isFinite(timeoutMs);
+  const serverSelectionTimeoutMS = bounded ? Math.max(1, Math.min(30_000, Math.floor(timeoutMs * 0.8))) : 30_000;
+  return {
+    serverSelectionTimeoutMS,
+    connectTimeoutMS: Math.min(10_000, serverSelectionTimeoutMS),
+    socketTimeoutMS: bounded ? Math.min(MAX_TIMEOUT_MS, timeoutMs + 5_000) : 0,
+  };
+}
+
+/** The lower-cased names of the options a connection string sets itself. */
+function urlOptionNames(url: string): Set<string> {
+  const names = new Set<string>();
+  const query = url.indexOf('?');
+  if (query >= 0) for (const name of new URLSearchParams(url.slice(query + 1)).keys()) names.add(name.toLowerCase());
+  return names;
+}
+
+/** A client for `url`: the bounded defaults, then the URL's own options, then `clientOptions`. */
+function clientFor(url: string, timeoutMs: number, clientOptions: MongoClientOptions | undefined): MongoClient {
+  if (clientOptions !== undefined && (typeof clientOptions !== 'object' || clientOptions === null)) {
+    throw new InvalidArgumentError('clientOptions', 'must be an object of MongoClientOptions');
+  }
+  const inUrl = urlOptionNames(url);
+  const defaults = Object.entries(urlClientDefaults(timeoutMs)).filter(([name]) => !inUrl.has(name.toLowerCase()));
+  try {
+    return new MongoClient(url, { ...Object.fromEntries(defaults), ...clientOptions });
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new InvalidArgumentError(
+      'url',
+      `the MongoDB driver refused the connection string or clientOptions (${reason})`,
+    );
+  }
+}
+
 function storeFor(options: MongoSessionServiceOptions): MongoStore {
+  if (typeof options !== 'object' || options === null) {
+    throw new InvalidArgumentError('options', 'must be an object with client or url');
+  }
   if ((options.client === undefined) === (options.url === undefined)) {
     throw new InvalidArgumentError(
       'options',
@@ -55,10 +119,14 @@ function storeFor(options: MongoSessionServiceOptions): MongoStore {
     );
   }
   const ttl = options.sessionTtlSeconds;
-  if (ttl !== undefined && (typeof ttl !== 'number' || !Number.isFinite(ttl) || ttl <= 0)) {
-    throw new InvalidArgumentError('sessionTtlSeconds', `must be a positive number of seconds, got ${String(ttl)}`);
+  if (ttl !== undefined) assertPositiveNumber('sessionTtlSeconds', ttl, { max: MAX_SESSION_TTL_SECONDS });
+  // Checked here as well as by the service: the client's defaults derive from it.
+  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  assertPositiveNumber('timeoutMs', timeoutMs, { max: MAX_TIMEOUT_MS, allowInfinity: true });
+  if (options.client !== undefined && typeof (options.client as { db?: unknown } | null)?.db !== 'function') {
+    throw new InvalidArgumentError('client', 'must be a MongoClient');
   }
-  const client = options.client ?? new MongoClient(options.url as string, options.clientOptions);
+  const client = options.client ?? clientFor(options.url as string, timeoutMs, options.clientOptions);
   return new MongoStore({
     client,
     ownsClient: options.client === undefined,

@@ -5,6 +5,10 @@
  * the event document and, when the delta has them, upserts of the user and
  * app buckets, then the commit. Concurrent writers of one session meet on the
  * session document: MongoDB lets exactly one of them write it.
+ *
+ * Every statement carries the time left before the call's deadline as
+ * `maxTimeMS` (and the call's abort signal, which driver 7 honours); a call
+ * the service has given up on sends no further statement and never commits.
  */
 import { randomUUID } from 'node:crypto';
 import type {
@@ -20,9 +24,10 @@ import type {
   SessionKey,
   SessionRecord,
   SessionStore,
+  StoreCall,
   StoredEvent,
 } from '@adk-state/core';
-import { AdkStateError } from '@adk-state/core';
+import { AdkStateError, BackendError } from '@adk-state/core';
 import type { ClientSession, Collection, Db, Document, MongoClient } from 'mongodb';
 import { decodeKeyPart, encodeKeyPart, sortKey } from './encoding.js';
 import {
@@ -68,8 +73,56 @@ export class SchemaVersionError extends AdkStateError {
 }
 
 const NAMESPACE_EXISTS = 48;
+const DUPLICATE_KEY = 11000;
+const MAX_TIME_MS_EXPIRED = 50;
+const TRANSIENT = 'TransientTransactionError';
+const UNKNOWN_COMMIT_RESULT = 'UnknownTransactionCommitResult';
+/** How long a transaction is retried when its call has no deadline (as the driver's `withTransaction`). */
+const RETRY_WINDOW_MS = 120_000;
+/** The store methods that write; their failures say whether they were applied. */
+const WRITES = new Set(['createSession', 'appendEvent', 'deleteSession']);
 
 type SessionHeadDoc = Pick<SessionDoc, '_id' | 'lastUpdateTime' | 'revision' | 'state' | 'schemaVersion' | 'expiresAt'>;
+
+/** What a statement carries of its call: the time left (`maxTimeMS`) and the abort signal. */
+interface CallOptions {
+  maxTimeMS?: number;
+  signal?: AbortSignal;
+}
+
+/** The statement options of a transaction's next statement. */
+interface StatementOptions extends CallOptions {
+  session: ClientSession;
+}
+
+/** What the work of one transaction gets. */
+interface TransactionScope {
+  session: ClientSession;
+  /** Options for the next statement; throws once the call is abandoned, so no further statement is sent. */
+  next(): StatementOptions;
+}
+
+/** The service gave up on the call at its deadline; the store sends nothing more for it. */
+class CallAbandoned extends Error {
+  constructor() {
+    super('the call passed its deadline (timeoutMs) before this step');
+    this.name = 'CallAbandoned';
+  }
+}
+
+/**
+ * The options that pass a call's deadline on to the driver: `maxTimeMS`, the
+ * time left, which the server enforces (both driver majors), and the abort
+ * signal, which driver 7 uses to stop waiting for a server or a reply.
+ */
+function callOptions(call: StoreCall | undefined): CallOptions {
+  if (!call) return {};
+  if (call.signal.aborted) throw new CallAbandoned();
+  const left = call.deadline - Date.now();
+  if (!Number.isFinite(left)) return { signal: call.signal };
+  if (left <= 0) throw new CallAbandoned();
+  return { maxTimeMS: Math.ceil(left), signal: call.signal };
+}
 
 export class MongoStore implements SessionStore {
   readonly client: MongoClient;
@@ -127,14 +180,79 @@ export class MongoStore implements SessionStore {
     }
   }
 
-  /** Runs `work` in one transaction (retried by the driver on transient errors). */
-  async #transaction<T>(work: (session: ClientSession) => Promise<T>): Promise<T> {
-    await this.ready();
-    const session = this.client.startSession();
+  /**
+   * Runs `work` in one transaction, retried as the driver's `withTransaction`
+   * retries (the whole transaction on a `TransientTransactionError`, the
+   * commit on an `UnknownTransactionCommitResult`) while the call has time
+   * left. MongoDB discards a transaction that was never committed, so a write
+   * that failed before its commit was sent throws a {@link BackendError} that
+   * says it was not applied; a failed or unanswered commit is thrown as it is,
+   * and the service reports that the write may have been applied.
+   */
+  async #transaction<T>(
+    operation: string,
+    call: StoreCall | undefined,
+    work: (scope: TransactionScope) => Promise<T>,
+  ): Promise<T> {
+    const notApplied = (error: unknown): unknown => {
+      if (!WRITES.has(operation) || error instanceof AdkStateError) return error;
+      return new BackendError(operation, error, { mayHaveApplied: false, timedOut: error instanceof CallAbandoned });
+    };
     try {
-      return await session.withTransaction(work, { readPreference: 'primary' });
+      await this.ready();
+      callOptions(call);
+    } catch (error) {
+      throw notApplied(error);
+    }
+    const until = Math.min(call?.deadline ?? Number.POSITIVE_INFINITY, Date.now() + RETRY_WINDOW_MS);
+    const timeLeft = () => Date.now() < until && !call?.signal.aborted;
+    const session = this.client.startSession();
+    const scope: TransactionScope = { session, next: () => ({ session, ...callOptions(call) }) };
+    try {
+      attempt: for (;;) {
+        let result: T;
+        try {
+          const { maxTimeMS } = callOptions(call);
+          session.startTransaction({
+            readPreference: 'primary',
+            ...(maxTimeMS !== undefined ? { maxCommitTimeMS: maxTimeMS } : {}),
+          });
+          result = await work(scope);
+        } catch (error) {
+          if (hasLabel(error, TRANSIENT) && timeLeft()) {
+            await abortQuietly(session);
+            continue;
+          }
+          throw notApplied(error);
+        }
+        if (!session.inTransaction()) return result; // the work aborted it: nothing to commit
+        if (call?.signal.aborted) throw notApplied(new CallAbandoned());
+        let commitUnknown = false;
+        for (;;) {
+          try {
+            await session.commitTransaction();
+            return result;
+          } catch (error) {
+            if (hasLabel(error, UNKNOWN_COMMIT_RESULT)) {
+              commitUnknown = true;
+              if ((error as { code?: unknown }).code !== MAX_TIME_MS_EXPIRED && timeLeft()) continue;
+              throw error;
+            }
+            // A commit refused as transient was not applied: the driver's withTransaction runs the whole transaction again.
+            if (hasLabel(error, TRANSIENT) && !commitUnknown) {
+              if (timeLeft()) continue attempt;
+              throw notApplied(error);
+            }
+            throw error;
+          }
+        }
+      }
     } finally {
-      await session.endSession();
+      // An abort still owed to the server goes on in the background, so that a
+      // failure is reported at once; the driver ignores its errors.
+      const aborting = session.inTransaction();
+      const ending = session.endSession().catch(() => undefined);
+      if (!aborting) await ending;
     }
   }
 
@@ -142,7 +260,7 @@ export class MongoStore implements SessionStore {
     return doc.expiresAt instanceof Date && doc.expiresAt.getTime() <= now;
   }
 
-  async createSession(input: CreateInput): Promise<CreateResult> {
+  async createSession(input: CreateInput, call?: StoreCall): Promise<CreateResult> {
     const { appName, userId, sessionId: id } = input.key;
     const now = this.#config.now();
     const ttl = this.#config.sessionTtlSeconds;
@@ -158,23 +276,37 @@ export class MongoStore implements SessionStore {
       schemaVersion: SCHEMA_VERSION,
     };
     for (let attempt = 0; ; attempt++) {
-      try {
-        return await this.#transaction(async (session) => {
-          await this.#sessions.insertOne(doc, { session });
-          return this.#mergeBuckets(input, session);
-        });
-      } catch (error) {
-        if (!isDuplicateKey(error)) throw error;
-        // An expired session the TTL monitor has not removed yet does not hold its key.
-        if (attempt > 0 || !(await this.#removeExpired(doc._id, now))) return { status: 'exists' };
-      }
+      const created = await this.#transaction('createSession', call, async (scope) => {
+        try {
+          await this.#sessions.insertOne(doc, scope.next());
+        } catch (error) {
+          if (!isDuplicateKey(error)) throw error;
+          await scope.session.abortTransaction();
+          return undefined;
+        }
+        return this.#mergeBuckets(input, scope);
+      });
+      if (created) return created;
+      // An expired session the TTL monitor has not removed yet does not hold its key.
+      if (attempt > 0 || !(await this.#removeExpired(doc._id, now, call))) return { status: 'exists' };
     }
   }
 
   /** Deletes the session `id` if it has expired; true when it did. */
-  async #removeExpired(id: SessionDoc['_id'], now: number): Promise<boolean> {
-    const removed = await this.#sessions.deleteOne({ _id: id, expiresAt: { $lte: new Date(now) } });
-    return removed.deletedCount === 1;
+  async #removeExpired(id: SessionDoc['_id'], now: number, call: StoreCall | undefined): Promise<boolean> {
+    try {
+      const removed = await this.#sessions.deleteOne(
+        { _id: id, expiresAt: { $lte: new Date(now) } },
+        callOptions(call),
+      );
+      return removed.deletedCount === 1;
+    } catch (error) {
+      // At most an expired session, which no reader sees, was removed: the creation itself was not applied.
+      throw new BackendError('createSession', error, {
+        mayHaveApplied: false,
+        timedOut: error instanceof CallAbandoned,
+      });
+    }
   }
 
   /**
@@ -183,24 +315,35 @@ export class MongoStore implements SessionStore {
    * both have entries, otherwise the upserts the deltas need and one read of
    * both buckets through the session just inserted.
    */
-  async #mergeBuckets(input: CreateInput, session: ClientSession): Promise<CreateResult> {
+  async #mergeBuckets(input: CreateInput, scope: TransactionScope): Promise<CreateResult> {
     const { appName, userId, sessionId: id } = input.key;
     const userKey = userBucketId(appName, userId);
     const appId = appBucketId(appName);
-    const options = { session, upsert: true, returnDocument: 'after', projection: { state: 1 } } as const;
+    const modify = { upsert: true, returnDocument: 'after', projection: { state: 1 } } as const;
     if (input.userDelta.size > 0 && input.appDelta.size > 0) {
-      const user = await this.#userStates.findOneAndUpdate({ _id: userKey }, bucketUpdate(input.userDelta), options);
-      const app = await this.#appStates.findOneAndUpdate({ _id: appId }, bucketUpdate(input.appDelta), options);
+      const user = await this.#userStates.findOneAndUpdate({ _id: userKey }, bucketUpdate(input.userDelta), {
+        ...modify,
+        ...scope.next(),
+      });
+      const app = await this.#appStates.findOneAndUpdate({ _id: appId }, bucketUpdate(input.appDelta), {
+        ...modify,
+        ...scope.next(),
+      });
       return {
         status: 'created',
         userState: fromStateFields(user?.state as StateFields | undefined),
         appState: fromStateFields(app?.state as StateFields | undefined),
       };
     }
-    if (input.userDelta.size > 0)
-      await this.#userStates.updateOne({ _id: userKey }, bucketUpdate(input.userDelta), { session, upsert: true });
-    if (input.appDelta.size > 0)
-      await this.#appStates.updateOne({ _id: appId }, bucketUpdate(input.appDelta), { session, upsert: true });
+    if (input.userDelta.size > 0) {
+      await this.#userStates.updateOne({ _id: userKey }, bucketUpdate(input.userDelta), {
+        upsert: true,
+        ...scope.next(),
+      });
+    }
+    if (input.appDelta.size > 0) {
+      await this.#appStates.updateOne({ _id: appId }, bucketUpdate(input.appDelta), { upsert: true, ...scope.next() });
+    }
     const [doc] = await this.#sessions
       .aggregate(
         [
@@ -209,7 +352,7 @@ export class MongoStore implements SessionStore {
           this.#lookupBucket(this.names.userStates, userKey, 'userBucket'),
           this.#lookupBucket(this.names.appStates, appId, 'appBucket'),
         ],
-        { session },
+        scope.next(),
       )
       .toArray();
     return {
@@ -219,9 +362,9 @@ export class MongoStore implements SessionStore {
     };
   }
 
-  async loadSession(key: SessionKey, filter: EventFilter): Promise<LoadResult | undefined> {
+  async loadSession(key: SessionKey, filter: EventFilter, call?: StoreCall): Promise<LoadResult | undefined> {
     const now = this.#config.now();
-    return this.#transaction(async (session) => {
+    return this.#transaction('getSession', call, async (scope) => {
       const [doc] = await this.#sessions
         .aggregate(
           [
@@ -229,12 +372,12 @@ export class MongoStore implements SessionStore {
             this.#lookupBucket(this.names.userStates, userBucketId(key.appName, key.userId), 'userBucket'),
             this.#lookupBucket(this.names.appStates, appBucketId(key.appName), 'appBucket'),
           ],
-          { session },
+          scope.next(),
         )
         .toArray();
       if (!doc || this.#expired(doc, now)) return undefined;
       this.#checkVersion(this.names.sessions, doc);
-      const events = await this.#readEvents(doc.incarnation as string, filter, session);
+      const events = await this.#readEvents(doc.incarnation as string, filter, scope);
       return {
         session: this.#toRecord(doc as SessionHeadDoc),
         userState: fromStateFields((doc.userBucket as BucketDoc[])[0]?.state),
@@ -253,17 +396,17 @@ export class MongoStore implements SessionStore {
    * index and stopped at the first event at or before `afterTimestamp`, so the
    * cost follows the events returned, not the length of the history.
    */
-  async #readEvents(incarnation: string, filter: EventFilter, session: ClientSession): Promise<StoredEvent[]> {
+  async #readEvents(incarnation: string, filter: EventFilter, scope: TransactionScope): Promise<StoredEvent[]> {
     const { afterTimestamp, limit } = filter;
     if (limit === 0) return [];
     const query = { '_id.incarnation': incarnation };
     const projection = { timestamp: 1, json: 1 };
     if (afterTimestamp === undefined && limit === undefined) {
-      const docs = await this.#events.find(query, { session, projection, sort: { seq: 1 } }).toArray();
+      const docs = await this.#events.find(query, { ...scope.next(), projection, sort: { seq: 1 } }).toArray();
       return docs.map(toStoredEvent);
     }
     const cursor = this.#events.find(query, {
-      session,
+      ...scope.next(),
       projection,
       sort: { seq: -1 },
       ...(limit !== undefined ? { limit, batchSize: limit } : {}),
@@ -280,21 +423,21 @@ export class MongoStore implements SessionStore {
     return newestFirst.reverse();
   }
 
-  async appendEvent(input: AppendInput): Promise<AppendResult> {
+  async appendEvent(input: AppendInput, call?: StoreCall): Promise<AppendResult> {
     const { appName, userId, sessionId: id } = input.key;
     const key = sessionId(appName, userId, id);
     const now = this.#config.now();
-    return this.#transaction(async (session): Promise<AppendResult> => {
+    return this.#transaction('appendEvent', call, async (scope): Promise<AppendResult> => {
       const before = await this.#sessions.findOneAndUpdate(
         { _id: key, revision: input.expectedRevision },
         { $inc: { revision: 1 }, $set: { lastUpdateTime: input.lastUpdateTime, ...stateSets(input.sessionDelta) } },
-        { session, projection: { incarnation: 1, expiresAt: 1 }, returnDocument: 'before' },
+        { ...scope.next(), projection: { incarnation: 1, expiresAt: 1 }, returnDocument: 'before' },
       );
       if (!before || this.#expired(before, now)) {
         const current =
           before ??
-          (await this.#sessions.findOne({ _id: key }, { session, projection: { revision: 1, expiresAt: 1 } }));
-        await session.abortTransaction();
+          (await this.#sessions.findOne({ _id: key }, { ...scope.next(), projection: { revision: 1, expiresAt: 1 } }));
+        await scope.session.abortTransaction();
         if (!current || this.#expired(current, now)) return { status: 'missing' };
         return { status: 'stale', revision: current.revision as number };
       }
@@ -311,43 +454,48 @@ export class MongoStore implements SessionStore {
           },
           $setOnInsert: { seq: input.expectedRevision + 1 },
         },
-        { session, upsert: true },
+        { ...scope.next(), upsert: true },
       );
       if (input.userDelta.size > 0) {
-        await this.#upsertBucket(this.#userStates, userBucketId(appName, userId), input.userDelta, session);
+        await this.#upsertBucket(this.#userStates, userBucketId(appName, userId), input.userDelta, scope);
       }
       if (input.appDelta.size > 0) {
-        await this.#upsertBucket(this.#appStates, appBucketId(appName), input.appDelta, session);
+        await this.#upsertBucket(this.#appStates, appBucketId(appName), input.appDelta, scope);
       }
       return { status: 'ok' };
     });
   }
 
-  async #upsertBucket(collection: Collection<BucketDoc>, id: BucketDoc['_id'], delta: Bucket, session: ClientSession) {
-    await collection.updateOne({ _id: id }, bucketUpdate(delta), { session, upsert: true });
+  async #upsertBucket(
+    collection: Collection<BucketDoc>,
+    id: BucketDoc['_id'],
+    delta: Bucket,
+    scope: TransactionScope,
+  ): Promise<void> {
+    await collection.updateOne({ _id: id }, bucketUpdate(delta), { ...scope.next(), upsert: true });
   }
 
-  async deleteSession(key: SessionKey): Promise<void> {
-    await this.#transaction(async (session) => {
+  async deleteSession(key: SessionKey, call?: StoreCall): Promise<void> {
+    await this.#transaction('deleteSession', call, async (scope) => {
       const removed = await this.#sessions.findOneAndDelete(
         { _id: sessionId(key.appName, key.userId, key.sessionId) },
-        { session, projection: { incarnation: 1 } },
+        { ...scope.next(), projection: { incarnation: 1 } },
       );
       if (!removed) {
-        await session.abortTransaction();
+        await scope.session.abortTransaction();
         return;
       }
-      await this.#events.deleteMany({ '_id.incarnation': removed.incarnation }, { session });
+      await this.#events.deleteMany({ '_id.incarnation': removed.incarnation }, scope.next());
     });
   }
 
-  async listSessions(query: ListQuery): Promise<ListResult> {
+  async listSessions(query: ListQuery, call?: StoreCall): Promise<ListResult> {
     const now = this.#config.now();
     const filter: Document = { '_id.app': encodeKeyPart(query.appName) };
     if (query.userId !== undefined) filter['_id.user'] = encodeKeyPart(query.userId);
     // Expired sessions the TTL monitor has not removed yet are not listed.
     if (this.#config.sessionTtlSeconds !== undefined) filter.expiresAt = { $not: { $lte: new Date(now) } };
-    return this.#transaction(async (session) => {
+    return this.#transaction('listSessions', call, async (scope) => {
       const [counted] = await this.#sessions
         .aggregate(
           [
@@ -355,7 +503,7 @@ export class MongoStore implements SessionStore {
             { $group: { _id: null, n: { $sum: 1 } } },
             this.#lookupBucket(this.names.appStates, appBucketId(query.appName), 'appBucket'),
           ],
-          { session },
+          scope.next(),
         )
         .toArray();
       const totalItems = (counted?.n as number | undefined) ?? 0;
@@ -364,7 +512,7 @@ export class MongoStore implements SessionStore {
       if (query.limit === 0 || query.offset >= totalItems) return result;
       const docs = await this.#sessions
         .find(filter, {
-          session,
+          ...scope.next(),
           sort: { lastUpdateTime: query.order === 'asc' ? 1 : -1, sortId: 1 },
           projection: { lastUpdateTime: 1, revision: 1, state: 1, schemaVersion: 1 },
           ...(query.offset > 0 ? { skip: query.offset } : {}),
@@ -376,7 +524,7 @@ export class MongoStore implements SessionStore {
       const owners = new Map<string, BucketDoc['_id']>();
       for (const record of result.sessions) owners.set(record.userId, userBucketId(query.appName, record.userId));
       const buckets = await this.#userStates
-        .find({ _id: { $in: [...owners.values()] } }, { session, projection: { state: 1 } })
+        .find({ _id: { $in: [...owners.values()] } }, { ...scope.next(), projection: { state: 1 } })
         .toArray();
       for (const owner of owners.keys()) result.userStates.set(owner, new Map());
       for (const bucket of buckets) {
@@ -387,15 +535,21 @@ export class MongoStore implements SessionStore {
     });
   }
 
-  async readUserState(appName: string, userId: string): Promise<Bucket> {
+  async readUserState(appName: string, userId: string, call?: StoreCall): Promise<Bucket> {
     await this.ready();
-    const found = await this.#userStates.findOne({ _id: userBucketId(appName, userId) }, { projection: { state: 1 } });
+    const found = await this.#userStates.findOne(
+      { _id: userBucketId(appName, userId) },
+      { ...callOptions(call), projection: { state: 1 } },
+    );
     return fromStateFields(found?.state as StateFields | undefined);
   }
 
-  async readAppState(appName: string): Promise<Bucket> {
+  async readAppState(appName: string, call?: StoreCall): Promise<Bucket> {
     await this.ready();
-    const found = await this.#appStates.findOne({ _id: appBucketId(appName) }, { projection: { state: 1 } });
+    const found = await this.#appStates.findOne(
+      { _id: appBucketId(appName) },
+      { ...callOptions(call), projection: { state: 1 } },
+    );
     return fromStateFields(found?.state as StateFields | undefined);
   }
 
@@ -420,6 +574,22 @@ export class MongoStore implements SessionStore {
   }
 }
 
+/** Aborts the session's transaction if one is open; MongoDB drops it anyway, so the driver's errors are ignored. */
+async function abortQuietly(session: ClientSession): Promise<void> {
+  if (!session.inTransaction()) return;
+  try {
+    await session.abortTransaction();
+  } catch {
+    // Nothing to do: an unreachable server drops the transaction at its lifetime limit.
+  }
+}
+
+/** Whether a driver error carries `label` (by duck typing: errors of both driver majors qualify). */
+function hasLabel(error: unknown, label: string): boolean {
+  const has = (error as { hasErrorLabel?: unknown } | null | undefined)?.hasErrorLabel;
+  return typeof has === 'function' && (has as (name: string) => boolean).call(error, label) === true;
+}
+
 /** Writes only the keys of `delta` into a bucket document, creating it when needed. */
 function bucketUpdate(delta: Bucket): Document {
   return { $set: stateSets(delta), $setOnInsert: { schemaVersion: SCHEMA_VERSION } };
@@ -434,5 +604,5 @@ function toStoredEvent(doc: Document): StoredEvent {
 }
 
 function isDuplicateKey(error: unknown): boolean {
-  return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === 11000;
+  return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === DUPLICATE_KEY;
 }

@@ -31,6 +31,8 @@ export interface CommandContext {
   /** The client's open multi-document transaction, when the command runs in one. */
   txn: Transaction | undefined;
   cursors: Map<string, OpenCursor>;
+  /** The command's `maxTimeMS`, when it gives one: how long it may wait for a lock. */
+  maxTimeMS?: number;
 }
 
 export type Handler = (body: Doc, ctx: CommandContext) => Doc | Promise<Doc>;
@@ -120,7 +122,7 @@ function select(ctx: CommandContext, ns: string, filter: Doc | undefined): Doc[]
  */
 async function writeStatement<T>(ctx: CommandContext, statement: (txn: Transaction) => T): Promise<T> {
   if (ctx.txn) return statement(ctx.txn);
-  const deadline = Date.now() + LOCK_WAIT_MS;
+  const deadline = Date.now() + Math.min(LOCK_WAIT_MS, ctx.maxTimeMS ?? LOCK_WAIT_MS);
   for (;;) {
     const txn = ctx.engine.begin('auto');
     try {

@@ -31,6 +31,7 @@ const TRANSIENT = ['TransientTransactionError'];
 export const errors = {
   badValue: (message: string) => new CommandError(2, 'BadValue', message),
   typeMismatch: (message: string) => new CommandError(14, 'TypeMismatch', message),
+  unauthorized: (message: string) => new CommandError(13, 'Unauthorized', message),
   illegalOperation: (message: string) => new CommandError(20, 'IllegalOperation', message),
   namespaceNotFound: (message: string) => new CommandError(26, 'NamespaceNotFound', message),
   pathNotViable: (message: string) => new CommandError(28, 'PathNotViable', message),

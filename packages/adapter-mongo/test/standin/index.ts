@@ -28,7 +28,14 @@ export interface StandIn {
   runTtlMonitor(now?: Date): number;
   /** The server itself, for tests that inspect storage. */
   server: StandInServer;
+  /**
+   * Takes the server down as a restart would: closes the listener and every
+   * open connection and drops open transactions and cursors; committed data
+   * stays in memory.
+   */
   stop(): Promise<void>;
+  /** Brings a stopped server back on the same port, with its data. */
+  start(): Promise<void>;
 }
 
 /** Starts a stand-in on 127.0.0.1 and a free port (a replica-set primary `rs0` unless told otherwise). */
@@ -50,5 +57,6 @@ export async function startStandIn(options: StandInOptions = {}): Promise<StandI
     runTtlMonitor: (now = new Date()) => server.engine.expire(now),
     server,
     stop: () => server.close(),
+    start: () => server.listen(),
   };
 }

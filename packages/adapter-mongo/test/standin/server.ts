@@ -2,9 +2,12 @@
  * The stand-in server: a TCP listener speaking MongoDB's wire protocol, the
  * logical sessions and multi-document transactions of a replica-set primary
  * (or none, as a standalone), retryable-write deduplication, the TTL monitor,
- * and a count of the commands it serves (its round trips).
+ * MongoDB's `failCommand` fail point, and a count of the commands it serves
+ * (its round trips). It can go down and come back on the same port with its
+ * data, as a restarted server.
  */
 import { createServer, type Server, type Socket } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Long, ObjectId, Timestamp } from 'bson';
 import { type CommandContext, handlers, TRANSACTION_COMMANDS } from './commands.js';
 import { CommandError, errors } from './errors.js';
@@ -33,6 +36,21 @@ interface LogicalSession {
   retryReply: Doc | undefined;
 }
 
+/**
+ * MongoDB's `failCommand` fail point (a test command of mongod), the part the
+ * tests use: fail the named commands with an error code and labels, close the
+ * connection instead of answering, or answer only after a delay.
+ */
+interface FailCommand {
+  /** How many more commands it fails; Infinity for `alwaysOn`. */
+  remaining: number;
+  commands: Set<string>;
+  errorCode: number | undefined;
+  errorLabels: string[] | undefined;
+  closeConnection: boolean;
+  blockTimeMS: number;
+}
+
 const HANDSHAKE = new Set(['hello', 'isMaster', 'ismaster']);
 const MAX_WIRE_VERSION = 21; // MongoDB 7.0
 const CURSOR_TIMEOUT_MS = 10 * 60 * 1000;
@@ -46,6 +64,7 @@ export class StandInServer {
   readonly #counts = new Map<string, number>();
   readonly #electionId = new ObjectId('7fffffff0000000000000001');
   #server: Server | undefined;
+  #failCommand: FailCommand | undefined;
   #timers: NodeJS.Timeout[] = [];
   #nextConnectionId = 1;
   #address = '';
@@ -68,13 +87,22 @@ export class StandInServer {
     return this.#address;
   }
 
+  /** Starts listening: on the configured port the first time, on the same port as before after {@link close}. */
   async listen(): Promise<void> {
+    if (this.#server) return;
     const server = createServer((socket) => this.#accept(socket));
     this.#server = server;
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(this.#options.port, this.#options.host, () => resolve());
-    });
+    const port =
+      this.#address === '' ? this.#options.port : Number(this.#address.slice(this.#address.lastIndexOf(':') + 1));
+    try {
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(port, this.#options.host, () => resolve());
+      });
+    } catch (error) {
+      this.#server = undefined;
+      throw error;
+    }
     const address = server.address();
     if (!address || typeof address === 'string') throw new Error('the stand-in has no TCP address');
     this.#address = `${this.#options.host}:${address.port}`;
@@ -84,14 +112,26 @@ export class StandInServer {
     this.#timers.push(setInterval(() => this.#reap(), 1_000).unref());
   }
 
+  /**
+   * Goes down as a restarted server would: stops listening, drops every open
+   * connection, and loses what lives only in memory on a real server (open
+   * transactions, cursors, the fail point). Committed data stays; `listen()`
+   * brings the server back on the same port.
+   */
   async close(): Promise<void> {
     for (const timer of this.#timers) clearInterval(timer);
     this.#timers = [];
-    for (const socket of this.#sockets) socket.destroy();
-    this.#sockets.clear();
     const server = this.#server;
     this.#server = undefined;
-    if (server) await new Promise<void>((resolve) => server.close(() => resolve()));
+    const closed = server ? new Promise<void>((resolve) => server.close(() => resolve())) : Promise.resolve();
+    for (const socket of this.#sockets) socket.destroy();
+    this.#sockets.clear();
+    await closed;
+    for (const session of this.#sessions.values()) {
+      if (session.txn?.state === 'active') this.#finish(session.txn, false);
+    }
+    this.#cursors.clear();
+    this.#failCommand = undefined;
   }
 
   /** Commands served, other than `hello` / `isMaster` (which the driver's handshakes and monitoring send). */
@@ -134,6 +174,20 @@ export class StandInServer {
   async #serve(socket: Socket, request: Request, connectionId: number): Promise<void> {
     let reply: Doc;
     try {
+      const fault = this.#fault(Object.keys(request.body)[0] ?? '');
+      if (fault?.blockTimeMS) await sleep(fault.blockTimeMS);
+      if (fault?.closeConnection) {
+        socket.destroy();
+        return;
+      }
+      if (fault?.errorCode !== undefined) {
+        throw new CommandError(
+          fault.errorCode,
+          'FailPoint',
+          'Failing command via failCommand fail point',
+          fault.errorLabels,
+        );
+      }
       reply = await this.dispatch(request.body, connectionId);
     } catch (error) {
       if (error instanceof CommandError) reply = error.toReply();
@@ -156,12 +210,62 @@ export class StandInServer {
     if (typeof db !== 'string' || db === '') throw errors.invalidNamespace('the command names no $db');
     if (name === 'endSessions') return this.#endSessions(body);
     const ctx: CommandContext = { engine: this.engine, db, txn: undefined, cursors: this.#cursors };
+    if (typeof body.maxTimeMS === 'number' && body.maxTimeMS > 0) ctx.maxTimeMS = body.maxTimeMS;
     if (body.autocommit !== undefined) return this.#inTransaction(name, body, ctx);
     if (body.txnNumber !== undefined) return this.#retryableWrite(name, body, ctx);
     if (name === 'commitTransaction' || name === 'abortTransaction') {
       throw errors.invalidOptions(`${name} must be run with a session, a txnNumber and autocommit: false`);
     }
     return this.#run(name, body, ctx);
+  }
+
+  /** The fail point's action for one command named `name`, when it applies (and is then used up once). */
+  #fault(name: string): FailCommand | undefined {
+    const point = this.#failCommand;
+    if (!point?.commands.has(name)) return undefined;
+    point.remaining -= 1;
+    if (point.remaining <= 0) this.#failCommand = undefined;
+    return point;
+  }
+
+  #configureFailPoint(body: Doc): Doc {
+    if (body.$db !== 'admin')
+      throw errors.unauthorized('configureFailPoint may only be run against the admin database.');
+    if (body.configureFailPoint !== 'failCommand') {
+      throw errors.badValue(`the stand-in has only the failCommand fail point, not ${String(body.configureFailPoint)}`);
+    }
+    const mode = body.mode;
+    if (mode === 'off') {
+      this.#failCommand = undefined;
+      return { count: 0, ok: 1 };
+    }
+    let remaining: number;
+    if (mode === 'alwaysOn') remaining = Number.POSITIVE_INFINITY;
+    else if (isDocument(mode) && typeof mode.times === 'number' && mode.times > 0) remaining = mode.times;
+    else throw errors.badValue("mode must be 'off', 'alwaysOn' or { times: n }");
+    const data = isDocument(body.data) ? body.data : {};
+    const commands = Array.isArray(data.failCommands) ? data.failCommands.map(String) : [];
+    if (commands.length === 0) throw errors.badValue('data.failCommands must name at least one command');
+    const known = new Set([
+      'failCommands',
+      'errorCode',
+      'errorLabels',
+      'closeConnection',
+      'blockConnection',
+      'blockTimeMS',
+    ]);
+    for (const option of Object.keys(data)) {
+      if (!known.has(option)) throw errors.badValue(`failCommand option ${option} is not supported by the stand-in`);
+    }
+    this.#failCommand = {
+      remaining,
+      commands: new Set(commands),
+      errorCode: typeof data.errorCode === 'number' ? data.errorCode : undefined,
+      errorLabels: Array.isArray(data.errorLabels) ? data.errorLabels.map(String) : undefined,
+      closeConnection: data.closeConnection === true,
+      blockTimeMS: data.blockConnection === true && typeof data.blockTimeMS === 'number' ? data.blockTimeMS : 0,
+    };
+    return { count: 0, ok: 1 };
   }
 
   async #run(name: string, body: Doc, ctx: CommandContext): Promise<Doc> {
@@ -308,6 +412,8 @@ export class StandInServer {
       case 'standInResetStats':
         this.resetCommandCount();
         return { ok: 1 };
+      case 'configureFailPoint':
+        return this.#configureFailPoint(body);
       case 'standInRunTtlMonitor': {
         const now = body.now instanceof Date ? body.now : new Date();
         return { deleted: this.engine.expire(now), ok: 1 };
