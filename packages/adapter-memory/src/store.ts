@@ -37,6 +37,7 @@ interface AppData {
 }
 
 export class MemoryStore implements SessionStore {
+  readonly backend = 'memory';
   readonly #apps = new Map<string, AppData>();
 
   async createSession(input: CreateInput): Promise<CreateResult> {

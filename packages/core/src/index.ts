@@ -11,4 +11,5 @@ export * from './requests.js';
 export * from './scopes.js';
 export * from './service.js';
 export type * from './store.js';
+export { type StoreUsage, type TelemetryOptions, TRACER_NAME } from './telemetry.js';
 export * from './values.js';

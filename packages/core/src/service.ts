@@ -32,6 +32,7 @@ import { placeEvent } from './placement.js';
 import { assertNonEmptyString, isPossibleKey, type SessionKey, toEventFilter } from './requests.js';
 import { bucketToObject, combineState, type ScopedWrites, scopeOf, splitState } from './scopes.js';
 import type { LoadResult, SessionRecord, SessionStore, StoreCall } from './store.js';
+import { type CallTarget, type StoreUsage, Telemetry, type TelemetryOptions } from './telemetry.js';
 import { defineEntry } from './values.js';
 
 /** Options of every adk-state session service. */
@@ -60,6 +61,12 @@ export interface StateSessionServiceOptions {
    * {@link StaleSessionError} whose `contention` is true. Default 32.
    */
   maxReloads?: number;
+  /**
+   * OpenTelemetry spans for store calls, through `@opentelemetry/api` when it
+   * is installed (default on; a no-op without an SDK). `false` turns them
+   * off; `{ recordIds: true }` adds user and session ids to the spans.
+   */
+  telemetry?: boolean | TelemetryOptions;
 }
 
 /** The default of {@link StateSessionServiceOptions.timeoutMs}. */
@@ -88,6 +95,7 @@ export class StateSessionService extends BaseSessionService {
   readonly #now: () => number;
   readonly #timeoutMs: number;
   readonly #maxReloads: number;
+  readonly #telemetry: Telemetry;
   /** The stored revision each session object handed out or updated by this service was built from. */
   readonly #revisions = new WeakMap<Session, number>();
 
@@ -114,6 +122,15 @@ export class StateSessionService extends BaseSessionService {
     this.#now = now;
     this.#timeoutMs = timeoutMs;
     this.#maxReloads = maxReloads;
+    const { telemetry } = options;
+    if (
+      telemetry !== undefined &&
+      typeof telemetry !== 'boolean' &&
+      (typeof telemetry !== 'object' || telemetry === null)
+    ) {
+      throw new InvalidArgumentError('telemetry', 'must be a boolean or { recordIds?: boolean }');
+    }
+    this.#telemetry = new Telemetry(store.backend ?? store.constructor.name, telemetry);
   }
 
   override async createSession(request: CreateSessionRequest): Promise<Session> {
@@ -131,7 +148,8 @@ export class StateSessionService extends BaseSessionService {
     const id = sessionId || this.#generateId();
     const createTime = this.#now();
     const revision = randomInt(1, FIRST_REVISION_LIMIT);
-    const result = await this.#call('createSession', WRITE, (call) =>
+    const target = { appName, userId, sessionId: id };
+    const result = await this.#call('createSession', WRITE, target, (call) =>
       this.store.createSession(
         {
           key: { appName, userId, sessionId: id },
@@ -162,14 +180,14 @@ export class StateSessionService extends BaseSessionService {
     const key = { appName: request.appName, userId: request.userId, sessionId: request.sessionId };
     const filter = toEventFilter(request.config);
     if (!isPossibleKey(key)) return undefined;
-    const loaded = await this.#call('getSession', READ, (call) => this.store.loadSession(key, filter, call));
+    const loaded = await this.#call('getSession', READ, key, (call) => this.store.loadSession(key, filter, call));
     if (!loaded) return undefined;
     return this.#toSession(loaded);
   }
 
   override async listSessions(request: ListSessionsRequest): Promise<ListSessionsResponse> {
     const query = toListQuery(request);
-    const result = await this.#call('listSessions', READ, (call) => this.store.listSessions(query, call));
+    const result = await this.#call('listSessions', READ, query, (call) => this.store.listSessions(query, call));
     const sessions = result.sessions.map((record) => {
       const session = this.#fromRecord(record, result.userStates.get(record.userId), result.appState);
       return session;
@@ -179,7 +197,7 @@ export class StateSessionService extends BaseSessionService {
 
   override async deleteSession(request: DeleteSessionRequest): Promise<void> {
     const key = toKey(request);
-    await this.#call('deleteSession', WRITE, (call) => this.store.deleteSession(key, call));
+    await this.#call('deleteSession', WRITE, key, (call) => this.store.deleteSession(key, call));
   }
 
   override async appendEvent({ session, event }: AppendEventRequest): Promise<Event> {
@@ -238,7 +256,13 @@ export class StateSessionService extends BaseSessionService {
         appDelta: writes.app,
         lastUpdateTime: event.timestamp,
       };
-      const result = await this.#call('appendEvent', WRITE, (call) => this.store.appendEvent(input, call), deadline);
+      const result = await this.#call(
+        'appendEvent',
+        WRITE,
+        key,
+        (call) => this.store.appendEvent(input, call),
+        deadline,
+      );
       if (result.status === 'ok') return expectedRevision;
       if (result.status === 'missing') throw new SessionNotFoundError(key.sessionId);
       const detail = `the stored session is at revision ${result.revision}, this session object was built from revision ${expectedRevision}`;
@@ -259,7 +283,9 @@ export class StateSessionService extends BaseSessionService {
     assertNonEmptyString('appName', request?.appName);
     assertNonEmptyString('userId', request.userId);
     const { appName, userId } = request;
-    const bucket = await this.#call('getUserState', READ, (call) => this.store.readUserState(appName, userId, call));
+    const bucket = await this.#call('getUserState', READ, { appName, userId }, (call) =>
+      this.store.readUserState(appName, userId, call),
+    );
     return bucketToObject(bucket);
   }
 
@@ -267,7 +293,7 @@ export class StateSessionService extends BaseSessionService {
   async getAppState(request: { appName: string }): Promise<Record<string, unknown>> {
     assertNonEmptyString('appName', request?.appName);
     const { appName } = request;
-    const bucket = await this.#call('getAppState', READ, (call) => this.store.readAppState(appName, call));
+    const bucket = await this.#call('getAppState', READ, { appName }, (call) => this.store.readAppState(appName, call));
     return bucketToObject(bucket);
   }
 
@@ -307,6 +333,7 @@ export class StateSessionService extends BaseSessionService {
     const head = await this.#call(
       'appendEvent',
       READ,
+      key,
       (call) => this.store.loadSession(key, { limit: 1 }, call),
       deadline,
     );
@@ -323,7 +350,13 @@ export class StateSessionService extends BaseSessionService {
 
   /** Replaces the caller's state (keeping `temp:` keys) and events with the stored ones; returns the revision. */
   async #reloadInPlace(session: Session, key: SessionKey, deadline: Deadline): Promise<number> {
-    const loaded = await this.#call('appendEvent', READ, (call) => this.store.loadSession(key, {}, call), deadline);
+    const loaded = await this.#call(
+      'appendEvent',
+      READ,
+      key,
+      (call) => this.store.loadSession(key, {}, call),
+      deadline,
+    );
     if (!loaded) throw new SessionNotFoundError(key.sessionId);
     const fresh = this.#toSession(loaded);
     const state = session.state as Record<string, unknown>;
@@ -340,19 +373,31 @@ export class StateSessionService extends BaseSessionService {
 
   /**
    * Runs one store step under the call's deadline (a new one unless the call
-   * shares its own across steps). A failure that is not one of ours becomes
-   * a {@link BackendError} with the cause, saying whether a write may have
-   * been applied: never for a read, nor for a write that was not begun.
+   * shares its own across steps), in a span when tracing is on. A failure
+   * that is not one of ours becomes a {@link BackendError} with the cause,
+   * saying whether a write may have been applied: never for a read, nor for a
+   * write that was not begun.
    */
-  async #call<T>(
+  #call<T>(
     operation: string,
     kind: StepKind,
+    target: CallTarget,
     run: (call: StoreCall) => Promise<T>,
     shared?: Deadline,
   ): Promise<T> {
+    return this.#telemetry.trace(operation, target, (usage) => this.#step(operation, kind, run, shared, usage));
+  }
+
+  async #step<T>(
+    operation: string,
+    kind: StepKind,
+    run: (call: StoreCall) => Promise<T>,
+    shared: Deadline | undefined,
+    usage: StoreUsage | undefined,
+  ): Promise<T> {
     const deadline = shared ?? new Deadline(this.#timeoutMs);
     try {
-      return await deadline.run(run);
+      return await deadline.run(usage ? (call) => run({ signal: call.signal, deadline: call.deadline, usage }) : run);
     } catch (error) {
       if (error instanceof AdkStateError) throw error;
       const write = kind === WRITE;

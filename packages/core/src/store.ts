@@ -9,6 +9,7 @@ import type { EventFilter, StoredEvent } from './events.js';
 import type { ListQuery } from './listing.js';
 import type { SessionKey } from './requests.js';
 import type { Bucket } from './scopes.js';
+import type { StoreUsage } from './telemetry.js';
 
 export type { Bucket, EventFilter, ListQuery, SessionKey, StoredEvent };
 
@@ -99,6 +100,11 @@ export interface StoreCall {
   signal: AbortSignal;
   /** Epoch milliseconds by which the call must settle; `Infinity` for none. */
   deadline: number;
+  /**
+   * Present when the call is traced: a store adds the round trips it made
+   * and, where it knows them, the bytes it moved, for the call's span.
+   */
+  usage?: StoreUsage;
 }
 
 /**
@@ -109,6 +115,8 @@ export interface StoreCall {
  * where the store knows that nothing was written.
  */
 export interface SessionStore {
+  /** The backend's name for telemetry (`redis`, `mongodb`, …). Default: the store's class name. */
+  readonly backend?: string;
   /** Creates the session and merges the user/app deltas, unless the key exists. */
   createSession(input: CreateInput, call?: StoreCall): Promise<CreateResult>;
   /** The session, its buckets and the filtered events; `undefined` if the key is not stored. */
