@@ -206,8 +206,14 @@ export class MongoStore implements SessionStore {
     }
     const until = Math.min(call?.deadline ?? Number.POSITIVE_INFINITY, Date.now() + RETRY_WINDOW_MS);
     const timeLeft = () => Date.now() < until && !call?.signal.aborted;
-    const session = this.client.startSession();
-    const scope: TransactionScope = { session, next: () => ({ session, ...callOptions(call) }) };
+    let session = this.client.startSession();
+    const scope: TransactionScope = { session, next: () => ({ session: scope.session, ...callOptions(call) }) };
+    /** The next attempt runs on a fresh session, so that it never waits for the abort of the last one. */
+    const renew = () => {
+      void endSession(session);
+      session = this.client.startSession();
+      scope.session = session;
+    };
     try {
       attempt: for (;;) {
         let result: T;
@@ -220,7 +226,7 @@ export class MongoStore implements SessionStore {
           result = await work(scope);
         } catch (error) {
           if (hasLabel(error, TRANSIENT) && timeLeft()) {
-            await abortQuietly(session);
+            renew();
             continue;
           }
           throw notApplied(error);
@@ -240,19 +246,16 @@ export class MongoStore implements SessionStore {
             }
             // A commit refused as transient was not applied: the driver's withTransaction runs the whole transaction again.
             if (hasLabel(error, TRANSIENT) && !commitUnknown) {
-              if (timeLeft()) continue attempt;
-              throw notApplied(error);
+              if (!timeLeft()) throw notApplied(error);
+              renew();
+              continue attempt;
             }
             throw error;
           }
         }
       }
     } finally {
-      // An abort still owed to the server goes on in the background, so that a
-      // failure is reported at once; the driver ignores its errors.
-      const aborting = session.inTransaction();
-      const ending = session.endSession().catch(() => undefined);
-      if (!aborting) await ending;
+      await endSession(session);
     }
   }
 
@@ -574,14 +577,16 @@ export class MongoStore implements SessionStore {
   }
 }
 
-/** Aborts the session's transaction if one is open; MongoDB drops it anyway, so the driver's errors are ignored. */
-async function abortQuietly(session: ClientSession): Promise<void> {
-  if (!session.inTransaction()) return;
-  try {
-    await session.abortTransaction();
-  } catch {
-    // Nothing to do: an unreachable server drops the transaction at its lifetime limit.
-  }
+/**
+ * Ends a session. An abort still owed to the server (a transaction left
+ * open by a failure) goes on in the background, so that the failure is
+ * reported at once; the driver ignores its errors, and an unreachable server
+ * drops the transaction at its lifetime limit.
+ */
+async function endSession(session: ClientSession): Promise<void> {
+  const aborting = session.inTransaction();
+  const ending = session.endSession().catch(() => undefined);
+  if (!aborting) await ending;
 }
 
 /** Whether a driver error carries `label` (by duck typing: errors of both driver majors qualify). */

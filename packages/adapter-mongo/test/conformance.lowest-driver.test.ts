@@ -1,20 +1,25 @@
 /**
  * The shared conformance suite again, through the lowest driver version the
- * peer range claims (mongodb 6.0.0), each service on a client of its own.
+ * peer range claims (mongodb 6.0.0), each service on a client of its own that
+ * the application made with the driver's defaults (and which the service
+ * therefore leaves as it is). On the stand-in, the outage group takes the
+ * server down and brings it back.
  */
 import { runConformanceSuite } from '@adk-state/conformance-tests';
 import type { MongoClient } from 'mongodb';
 import { MongoClient as LowestMongoClient } from 'mongodb-lowest';
 import { MongoSessionService } from '../src/index.js';
-import { dropDatabase, mongoUrl, uniqueDbName } from './support.js';
+import { conformanceBackend, uniqueDbName } from './support.js';
 
 const dbName = uniqueDbName('conformance_lowest');
+const backend = conformanceBackend(dbName);
 const clients = new WeakMap<MongoSessionService, LowestMongoClient>();
 
 runConformanceSuite({
   name: 'adapter-mongo with mongodb 6.0.0',
+  setup: () => backend.setup(),
   create: (options) => {
-    const client = new LowestMongoClient(mongoUrl());
+    const client = new LowestMongoClient(backend.url());
     const service = new MongoSessionService({ ...options, client: client as unknown as MongoClient, dbName });
     clients.set(service, client);
     return service;
@@ -23,6 +28,6 @@ runConformanceSuite({
     await service.close();
     await clients.get(service)?.close();
   },
-  teardown: () => dropDatabase(dbName),
-  capabilities: { sharedBackend: true },
+  teardown: () => backend.teardown(),
+  capabilities: { sharedBackend: true, outage: backend.outage },
 });

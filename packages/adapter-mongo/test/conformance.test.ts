@@ -1,18 +1,21 @@
 /**
  * The shared conformance suite against MongoDB: a fresh service with a client
- * of its own for every service a test makes, so cross-instance tests run
- * across separate clients of one server.
+ * of its own (made from a url) for every service a test makes, so
+ * cross-instance tests run across separate clients of one server. On the
+ * stand-in, the outage group takes the server down and brings it back.
  */
 import { runConformanceSuite } from '@adk-state/conformance-tests';
 import { MongoSessionService } from '../src/index.js';
-import { dropDatabase, mongoUrl, uniqueDbName } from './support.js';
+import { conformanceBackend, uniqueDbName } from './support.js';
 
 const dbName = uniqueDbName('conformance');
+const backend = conformanceBackend(dbName);
 
 runConformanceSuite({
   name: 'adapter-mongo',
-  create: (options) => new MongoSessionService({ ...options, url: mongoUrl(), dbName }),
+  setup: () => backend.setup(),
+  create: (options) => new MongoSessionService({ ...options, url: backend.url(), dbName }),
   destroy: (service) => service.close(),
-  teardown: () => dropDatabase(dbName),
-  capabilities: { sharedBackend: true },
+  teardown: () => backend.teardown(),
+  capabilities: { sharedBackend: true, outage: backend.outage },
 });

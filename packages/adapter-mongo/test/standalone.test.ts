@@ -30,11 +30,15 @@ describe('a standalone server', () => {
         service.getAppState({ appName: 'app' }),
         service.ready(),
       ];
-      for (const attempt of attempts) {
-        const error = await attempt.then(
+      // Every outcome is taken at once: the calls fail together, and a rejection left waiting for its turn would be unhandled.
+      const outcomes = attempts.map((attempt) =>
+        attempt.then(
           () => undefined,
           (failure: unknown) => failure,
-        );
+        ),
+      );
+      for (const outcome of outcomes) {
+        const error = await outcome;
         expect(error).toBeInstanceOf(StandaloneServerError);
         expect((error as StandaloneServerError).code).toBe('BACKEND_ERROR');
         expect((error as Error).message).toContain('standalone server');

@@ -286,4 +286,78 @@ describe('the MongoDB stand-in', () => {
       await standalone.stop();
     }
   });
+
+  it('stops as a restarted server would and starts again on the same port with its committed data', async () => {
+    const restartable = await startStandIn({ ttlMonitorIntervalMs: 0 });
+    const direct = new MongoClient(restartable.url, { serverSelectionTimeoutMS: 1_000 });
+    try {
+      const col = direct.db('standin_test').collection<{ _id: string; n: number }>('restart');
+      await col.insertOne({ _id: 'kept', n: 1 });
+      const open = direct.startSession();
+      open.startTransaction();
+      await col.insertOne({ _id: 'uncommitted', n: 1 }, { session: open });
+      const address = restartable.address;
+      await restartable.stop();
+      expect((await caught(col.findOne({ _id: 'kept' }))).message).toMatch(/ECONNREFUSED|closed|Server selection/);
+      await restartable.start();
+      expect(restartable.address).toBe(address);
+      let found: unknown;
+      for (let attempt = 0; attempt < 40 && found === undefined; attempt++) {
+        found = await col
+          .find()
+          .toArray()
+          .catch(() => undefined);
+        if (found === undefined) await new Promise((resolve) => setTimeout(resolve, 250));
+      }
+      // The open transaction died with the old process; what was committed is there.
+      expect(found).toEqual([{ _id: 'kept', n: 1 }]);
+      await open.endSession();
+    } finally {
+      await direct.close();
+      await restartable.stop();
+    }
+  });
+
+  it("has MongoDB's failCommand fail point: an error with labels, a closed connection, a delay, a count", async () => {
+    const adminDb = client.db('admin');
+    const col = fresh();
+    await col.insertOne({ _id: 'a', n: 1 });
+    await adminDb.command({
+      configureFailPoint: 'failCommand',
+      mode: { times: 1 },
+      data: { failCommands: ['find'], errorCode: 112, errorLabels: ['TransientTransactionError'] },
+    });
+    const failed = await caught(col.findOne({ _id: 'a' }));
+    expect(failed.code).toBe(112);
+    expect(failed.errorLabels).toContain('TransientTransactionError');
+    expect((await col.findOne({ _id: 'a' }))?.n).toBe(1);
+    await adminDb.command({
+      configureFailPoint: 'failCommand',
+      mode: { times: 1 },
+      data: { failCommands: ['find'], closeConnection: true },
+    });
+    // A read is retried once by the driver on a new connection.
+    expect((await col.findOne({ _id: 'a' }))?.n).toBe(1);
+    await adminDb.command({
+      configureFailPoint: 'failCommand',
+      mode: 'alwaysOn',
+      data: { failCommands: ['find'], blockConnection: true, blockTimeMS: 300 },
+    });
+    const started = Date.now();
+    expect((await col.findOne({ _id: 'a' }))?.n).toBe(1);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(290);
+    await adminDb.command({ configureFailPoint: 'failCommand', mode: 'off' });
+    expect((await caught(client.db('x').command({ configureFailPoint: 'failCommand', mode: 'off' }))).code).toBe(13);
+    expect(
+      (
+        await caught(
+          adminDb.command({
+            configureFailPoint: 'failCommand',
+            mode: 'alwaysOn',
+            data: { failCommands: ['find'], x: 1 },
+          }),
+        )
+      ).code,
+    ).toBe(2);
+  });
 });

@@ -1,10 +1,12 @@
 /** Shared helpers of the adapter's tests: the server under test, clients, services and events. */
 import { randomUUID } from 'node:crypto';
+import type { OutageControl } from '@adk-state/conformance-tests';
 import type { StateSessionServiceOptions } from '@adk-state/core';
 import { createEvent, createEventActions, type Event } from '@google/adk';
 import { MongoClient } from 'mongodb';
 import { inject } from 'vitest';
 import { MongoSessionService, type MongoSessionServiceOptions } from '../src/index.js';
+import { type StandIn, startStandIn } from './standin/index.js';
 
 /** The connection string of the server under test (MONGODB_URL, or the stand-in of this run). */
 export function mongoUrl(): string {
@@ -62,4 +64,45 @@ export async function dropDatabase(dbName: string): Promise<void> {
   } finally {
     await client.close();
   }
+}
+
+/** Where a conformance target's services connect, and how the suite may take that server away. */
+export interface ConformanceBackend {
+  url(): string;
+  setup(): Promise<void>;
+  teardown(): Promise<void>;
+  outage: OutageControl | { absent: string };
+}
+
+/**
+ * The server of one conformance target: with the stand-in, a stand-in of the
+ * target's own, which the outage group stops (listener and connections
+ * closed, data kept) and starts again on the same port; against
+ * MONGODB_URL, that server, which the tests cannot stop.
+ */
+export function conformanceBackend(dbName: string): ConformanceBackend {
+  if (!usingStandIn()) {
+    return {
+      url: mongoUrl,
+      setup: async () => {},
+      teardown: () => dropDatabase(dbName),
+      outage: { absent: 'the tests cannot stop the server named by MONGODB_URL' },
+    };
+  }
+  let standIn: StandIn | undefined;
+  const running = (): StandIn => {
+    if (!standIn) throw new Error('the stand-in of this target is not started');
+    return standIn;
+  };
+  return {
+    url: () => running().url,
+    setup: async () => {
+      standIn = await startStandIn({ replicaSet: 'rs0' });
+    },
+    teardown: async () => {
+      await standIn?.stop();
+      standIn = undefined;
+    },
+    outage: { stop: () => running().stop(), start: () => running().start() },
+  };
 }
