@@ -4,9 +4,18 @@
  *
  * @packageDocumentation
  */
+
+export { type Inspector, type InspectQuery, inspectText, serveInspector } from './inspect.js';
 export { MissingPackageError } from './packages.js';
 export { createProgram, type ProgramIo } from './program.js';
 export { type LogLevelName, type RunningServer, type ServerOptions, startServer } from './server.js';
+export {
+  buildTimeline,
+  formatTimeline,
+  type KeyChange,
+  type Timeline,
+  type TimelineEntry,
+} from './timeline.js';
 export {
   ADK_STATE_SCHEMES,
   clusterNodes,

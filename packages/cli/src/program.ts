@@ -5,7 +5,9 @@
  */
 import { resolve } from 'node:path';
 import { Argument, Command, Option } from 'commander';
+import { inspectText, serveInspector } from './inspect.js';
 import { type LogLevelName, type RunningServer, startServer } from './server.js';
+import { sessionServiceFromUri } from './uri.js';
 
 /** What the program needs from its surroundings (a test passes its own). */
 export interface ProgramIo {
@@ -13,6 +15,8 @@ export interface ProgramIo {
   onStarted?: (server: RunningServer) => void;
   /** Where messages go. Default stderr. */
   error?: (message: string) => void;
+  /** Where results go. Default stdout. */
+  print?: (text: string) => void;
   /** Ends the process with a code. Default `process.exit`. */
   exit?: (code: number) => void;
   /** The environment (DATABASE_URL is ADK's fallback for the session URI). */
@@ -60,6 +64,7 @@ export function createProgram(io: ProgramIo = {}): Command {
   const env = io.env ?? process.env;
   const cwd = io.cwd ?? process.cwd();
   const onStarted = io.onStarted ?? stopOnSignal(error, exit);
+  const print = io.print ?? ((text: string) => process.stdout.write(`${text}\n`));
   const program = new Command('adk-state')
     .description("ADK's web UI and API server on adk-state session stores")
     .version(io.version ?? '0.0.0', '--version', 'Print the version')
@@ -131,7 +136,63 @@ export function createProgram(io: ProgramIo = {}): Command {
         }
       });
   }
+  program
+    .command('inspect')
+    .description("A store's sessions as a table, or one session's state by scope and its timeline")
+    .argument('<uri>', 'The session service URI (as for --session_service_uri)')
+    .requiredOption('--app <name>', 'The app')
+    .option('--user <id>', 'One user (every user when absent)')
+    .option('--session <id>', "One session's timeline (needs --user)")
+    .option('--json', 'Print JSON instead of text')
+    .option('--web', 'Serve the timeline page instead of printing')
+    .option('--host <host>', 'Host of the page (--web)', '127.0.0.1')
+    .option('--port <number>', 'Port of the page (--web); 0 picks a free one', '0')
+    .action(async (uri: string, flags: InspectFlags) => {
+      let service: Awaited<ReturnType<typeof sessionServiceFromUri>> | undefined;
+      try {
+        service = await sessionServiceFromUri(uri);
+        const opened = service;
+        if (flags.web) {
+          const inspector = await serveInspector(opened, {
+            host: flags.host,
+            port: port(flags.port),
+            appName: flags.app,
+          });
+          print(`adk-state inspect: serving ${inspector.url}`);
+          onStarted({
+            url: inspector.url,
+            sessionService: opened,
+            stop: async () => {
+              await inspector.close();
+              await opened.close?.();
+            },
+          });
+          return;
+        }
+        const query = {
+          appName: flags.app,
+          ...(flags.user === undefined ? {} : { userId: flags.user }),
+          ...(flags.session === undefined ? {} : { sessionId: flags.session }),
+        };
+        print(await inspectText(opened, query, flags.json === true));
+        await opened.close?.();
+      } catch (failure) {
+        await service?.close?.().catch(() => {});
+        error(`adk-state inspect: ${failure instanceof Error ? failure.message : String(failure)}`);
+        exit(1);
+      }
+    });
   return program;
+}
+
+interface InspectFlags {
+  app: string;
+  user?: string;
+  session?: string;
+  json?: boolean;
+  web?: boolean;
+  host: string;
+  port: string;
 }
 
 /** Waits for SIGINT or SIGTERM, then stops the server and closes its session service before exiting. */

@@ -10,18 +10,10 @@ import { RedisSessionService } from '@adk-state/adapter-redis';
 import { type Browser, chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort, type RedisServer, startRedisServer } from '../../adapter-redis/test/support/redis-server.js';
+import { chromiumPath } from './support/browser.js';
 import { AGENTS_DIR, type CliProcess, startCli } from './support/cli-process.js';
 
 const ARTIFACTS = fileURLToPath(new URL('../../../.tmp/artifacts/', import.meta.url));
-
-/** Debian's `chromium` (scripts/setup.sh installs it), or CHROMIUM_PATH. */
-function chromiumPath(): string {
-  const path = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-  if (!existsSync(path)) {
-    throw new Error(`no Chromium at ${path}: run scripts/setup.sh (apt-get install chromium) or set CHROMIUM_PATH`);
-  }
-  return path;
-}
 
 describe('adk-state web --session_service_uri redis://… in headless Chromium', () => {
   let redis: RedisServer;

@@ -2,7 +2,7 @@
  * Runs the `adk-state` command from source in a child process, the way a user
  * runs the installed bin, and waits until its server answers.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
 const CLI = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
@@ -18,8 +18,8 @@ export interface CliProcess {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-/** Starts `adk-state <args>` and resolves once it prints that its server started (within 60 s). */
-export async function startCli(args: string[], port: number): Promise<CliProcess> {
+/** Starts `adk-state <args>` and resolves once it prints `ready` (within 60 s). */
+export async function startCli(args: string[], port: number, ready = 'ADK API Server started'): Promise<CliProcess> {
   const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], {
     env: { ...process.env, NO_COLOR: '1' },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -30,7 +30,7 @@ export async function startCli(args: string[], port: number): Promise<CliProcess
     const timer = setTimeout(() => reject(new Error(`adk-state did not start within 60 s:\n${output}`)), 60_000);
     const collect = (chunk: Buffer) => {
       output += chunk.toString();
-      if (output.includes('ADK API Server started')) {
+      if (output.includes(ready)) {
         clearTimeout(timer);
         resolve();
       }
@@ -63,6 +63,22 @@ export async function startCli(args: string[], port: number): Promise<CliProcess
       }
     },
   };
+}
+
+/** Runs `adk-state <args>` to its end (within 60 s); resolves with its exit code and output. */
+export function runCli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    execFile(
+      process.execPath,
+      ['--import', 'tsx', CLI, ...args],
+      { env: { ...process.env, NO_COLOR: '1' }, timeout: 60_000, maxBuffer: 16 * 1024 * 1024 },
+      (error, stdout, stderr) => {
+        const code = error ? ((error as { code?: unknown }).code ?? null) : 0;
+        if (error && typeof code !== 'number') reject(error);
+        else resolve({ code: code as number, stdout, stderr });
+      },
+    );
+  });
 }
 
 /** `fetch` of `path` on `base` with a JSON body; resolves with the status and the parsed body. */
