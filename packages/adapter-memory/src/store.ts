@@ -11,6 +11,8 @@ import {
   type CreateResult,
   compareSessions,
   type EventFilter,
+  type ImportInput,
+  type ImportResult,
   type ListQuery,
   type ListResult,
   type LoadResult,
@@ -41,6 +43,10 @@ export class MemoryStore implements SessionStore {
   readonly #apps = new Map<string, AppData>();
 
   async createSession(input: CreateInput): Promise<CreateResult> {
+    return this.#create(input);
+  }
+
+  #create(input: CreateInput): CreateResult {
     const { appName, userId, sessionId } = input.key;
     const app = this.#app(appName);
     let userSessions = app.sessions.get(userId);
@@ -65,6 +71,24 @@ export class MemoryStore implements SessionStore {
       positions: new Map(),
     });
     return { status: 'created', userState: new Map(user), appState: new Map(app.state) };
+  }
+
+  /** The whole session at once: created, then its events and times set, in one synchronous step. */
+  async importSession(input: ImportInput): Promise<ImportResult> {
+    const created = this.#create(input);
+    if (created.status === 'exists') return created;
+    const stored = this.#find(input.key) as StoredSession;
+    for (const event of input.events) {
+      const position = stored.positions.get(event.id);
+      if (position === undefined) {
+        stored.positions.set(event.id, stored.events.length);
+        stored.events.push(event);
+      } else {
+        stored.events[position] = event;
+      }
+    }
+    stored.record.lastUpdateTime = input.lastUpdateTime;
+    return { status: 'imported' };
   }
 
   async loadSession(key: SessionKey, filter: EventFilter): Promise<LoadResult | undefined> {

@@ -3,12 +3,14 @@
  * dispose of it, what the backend can do, and any recorded divergence.
  */
 import type { StateSessionServiceOptions } from '@adk-state/core';
-import type { BaseSessionService } from '@google/adk';
+import type { BaseSessionService, Session } from '@google/adk';
 
 /** The service surface the suite exercises: ADK's API plus the bucket readers. */
 export interface ConformanceService extends BaseSessionService {
   getUserState(request: { appName: string; userId: string }): Promise<Record<string, unknown>>;
   getAppState(request: { appName: string }): Promise<Record<string, unknown>>;
+  /** Stores a whole session copied from elsewhere (see `StateSessionService.importSession`). */
+  importSession(session: Session, options?: { replace?: boolean }): Promise<'imported' | 'exists'>;
 }
 
 /**

@@ -278,6 +278,76 @@ export class StateSessionService extends BaseSessionService {
     }
   }
 
+  /**
+   * Stores a whole session copied from another store (a migration): its state
+   * exactly (session keys in the session, `user:`/`app:` keys merged into the
+   * buckets), its events as they are (no delta is applied again) and its
+   * `lastUpdateTime`. Resolves `'exists'` without writing when the key is
+   * stored, unless `replace` (then the stored session is deleted first).
+   * Uses the store's own `importSession` when it has one (atomic), else
+   * `createSession` and one `appendEvent` per event.
+   */
+  async importSession(session: Session, options: { replace?: boolean } = {}): Promise<'imported' | 'exists'> {
+    if (typeof session !== 'object' || session === null || !Array.isArray(session.events)) {
+      throw new InvalidArgumentError('session', 'must be a Session with state and events');
+    }
+    const key = toKey({ appName: session.appName, userId: session.userId, sessionId: session.id });
+    assertStateMap('session.state', session.state);
+    if (typeof session.lastUpdateTime !== 'number' || !Number.isFinite(session.lastUpdateTime)) {
+      throw new InvalidArgumentError('session.lastUpdateTime', 'must be a finite number');
+    }
+    const writes = splitState(session.state);
+    const events = session.events.map((event) => {
+      assertStorableEvent(event);
+      return encodeEvent(event);
+    });
+    const first = events[0]?.timestamp ?? session.lastUpdateTime;
+    const input = {
+      key,
+      state: writes.session,
+      userDelta: writes.user,
+      appDelta: writes.app,
+      events,
+      createTime: Math.min(first, session.lastUpdateTime),
+      lastUpdateTime: session.lastUpdateTime,
+      revision: randomInt(1, FIRST_REVISION_LIMIT),
+    };
+    if (options.replace) await this.#call('importSession', WRITE, key, (call) => this.store.deleteSession(key, call));
+    const store = this.store;
+    if (store.importSession) {
+      const result = await this.#call('importSession', WRITE, key, (call) => store.importSession!(input, call));
+      return result.status;
+    }
+    const created = await this.#call('importSession', WRITE, key, (call) =>
+      store.createSession(
+        { ...input, createTime: events.length === 0 ? input.lastUpdateTime : input.createTime },
+        call,
+      ),
+    );
+    if (created.status === 'exists') return 'exists';
+    const none = new Map<string, string>();
+    for (const [position, event] of events.entries()) {
+      const last = position === events.length - 1;
+      const appendInput = {
+        key,
+        expectedRevision: input.revision + position,
+        event,
+        sessionDelta: none,
+        userDelta: none,
+        appDelta: none,
+        lastUpdateTime: last ? input.lastUpdateTime : event.timestamp,
+      };
+      const result = await this.#call('importSession', WRITE, key, (call) => store.appendEvent(appendInput, call));
+      if (result.status !== 'ok') {
+        throw new StaleSessionError(
+          key.sessionId,
+          `another writer changed it while it was being imported (${result.status})`,
+        );
+      }
+    }
+    return 'imported';
+  }
+
   /** The un-prefixed user bucket of `(appName, userId)`; `{}` when empty. */
   async getUserState(request: { appName: string; userId: string }): Promise<Record<string, unknown>> {
     assertNonEmptyString('appName', request?.appName);

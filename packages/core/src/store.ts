@@ -74,6 +74,31 @@ export interface AppendInput {
   lastUpdateTime: number;
 }
 
+/**
+ * A whole session copied from elsewhere (a migration): its state exactly as
+ * given, its events as stored there, in order, and its `lastUpdateTime`. No
+ * event's delta is applied again: the state is the state.
+ */
+export interface ImportInput {
+  key: SessionKey;
+  /** The session bucket, exactly. */
+  state: Bucket;
+  /** Merged into the user bucket (top-level replace per key), as on create. */
+  userDelta: Bucket;
+  /** Merged into the app bucket (top-level replace per key), as on create. */
+  appDelta: Bucket;
+  /** The events in append order. */
+  events: StoredEvent[];
+  /** No later than the first event's timestamp (and than `lastUpdateTime`). */
+  createTime: number;
+  lastUpdateTime: number;
+  /** The session's revision once imported (a store that counts writes may add its own steps: see below). */
+  revision: number;
+}
+
+/** Result of {@link SessionStore.importSession}. */
+export type ImportResult = { status: 'imported' } | { status: 'exists' };
+
 /** Result of {@link SessionStore.appendEvent}; `ok` means the revision is now `expectedRevision + 1`. */
 export type AppendResult = { status: 'ok' } | { status: 'stale'; revision: number } | { status: 'missing' };
 
@@ -129,6 +154,14 @@ export interface SessionStore {
   listSessions(query: ListQuery, call?: StoreCall): Promise<ListResult>;
   readUserState(appName: string, userId: string, call?: StoreCall): Promise<Bucket>;
   readAppState(appName: string, call?: StoreCall): Promise<Bucket>;
+  /**
+   * Optional: stores the whole session at once, unless the key exists. The
+   * stored revision must be `input.revision`. Without it the service imports
+   * through `createSession` and one `appendEvent` per event (no deltas), which
+   * is exact but not atomic: an interrupted import leaves a session holding
+   * the first events, which a re-run replaces.
+   */
+  importSession?(input: ImportInput, call?: StoreCall): Promise<ImportResult>;
   /** Releases what the store opened itself (never a client the caller passed in). */
   close?(): Promise<void>;
 }

@@ -5,6 +5,7 @@ import { durability } from './durability.js';
 import { events } from './events.js';
 import { hostile } from './hostile.js';
 import { identity } from './identity.js';
+import { importing } from './import.js';
 import { limits } from './limits.js';
 import { listing } from './listing.js';
 import { outage } from './outage.js';
@@ -25,6 +26,7 @@ export const allGroups: readonly Group[] = [
   listing,
   deletion,
   reappend,
+  importing,
   stale,
   hostile,
   rejected,
