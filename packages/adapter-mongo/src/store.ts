@@ -125,6 +125,7 @@ function callOptions(call: StoreCall | undefined): CallOptions {
 }
 
 export class MongoStore implements SessionStore {
+  readonly backend = 'mongodb';
   readonly client: MongoClient;
   readonly db: Db;
   readonly names: CollectionNames;
