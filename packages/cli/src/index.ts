@@ -6,6 +6,18 @@
  */
 
 export { type Inspector, type InspectQuery, inspectText, serveInspector } from './inspect.js';
+export {
+  compareCopies,
+  copyAll,
+  type Difference,
+  decide,
+  type MigrateOptions,
+  type MigrateProgress,
+  type MigrateReport,
+  migrate,
+  migrationSucceeded,
+  type SessionDecision,
+} from './migrate.js';
 export { MissingPackageError } from './packages.js';
 export { createProgram, type ProgramIo } from './program.js';
 export { type LogLevelName, type RunningServer, type ServerOptions, startServer } from './server.js';

@@ -6,6 +6,7 @@
 import { resolve } from 'node:path';
 import { Argument, Command, Option } from 'commander';
 import { inspectText, serveInspector } from './inspect.js';
+import { type MigrateProgress, type MigrateReport, migrate, migrationSucceeded } from './migrate.js';
 import { type LogLevelName, type RunningServer, startServer } from './server.js';
 import { sessionServiceFromUri } from './uri.js';
 
@@ -17,6 +18,8 @@ export interface ProgramIo {
   error?: (message: string) => void;
   /** Where results go. Default stdout. */
   print?: (text: string) => void;
+  /** Whether results go to a terminal (a live progress bar) or not (plain lines). Default: stdout's isTTY. */
+  tty?: boolean;
   /** Ends the process with a code. Default `process.exit`. */
   exit?: (code: number) => void;
   /** The environment (DATABASE_URL is ADK's fallback for the session URI). */
@@ -182,7 +185,95 @@ export function createProgram(io: ProgramIo = {}): Command {
         exit(1);
       }
     });
+  program
+    .command('migrate')
+    .description("Copy an app's sessions from one store to another: state, events and times exactly; safe to re-run")
+    .requiredOption(
+      '--from <uri>',
+      'The source store (any --session_service_uri, sqlite:// and postgresql:// included)',
+    )
+    .requiredOption('--to <uri>', 'The target: an adk-state store')
+    .requiredOption('--app <name>', 'The app to copy')
+    .option('--user <id>', "Only this user's sessions")
+    .option('--dry-run', 'Report what would be copied; write nothing')
+    .option('--verify', 'Compare every copied session field by field afterwards')
+    .option('--overwrite', 'Replace target sessions that are newer than, or differ from, the source')
+    .action(async (flags: MigrateFlags) => {
+      const tty = io.tty ?? process.stdout.isTTY === true;
+      try {
+        const report = await migrate({
+          from: flags.from,
+          to: flags.to,
+          appName: flags.app,
+          ...(flags.user === undefined ? {} : { userId: flags.user }),
+          dryRun: flags.dryRun === true,
+          verify: flags.verify === true,
+          overwrite: flags.overwrite === true,
+          onProgress: progressPrinter(tty, print),
+        });
+        print(formatReport(report));
+        if (!migrationSucceeded(report)) exit(1);
+      } catch (failure) {
+        error(`adk-state migrate: ${failure instanceof Error ? failure.message : String(failure)}`);
+        exit(1);
+      }
+    });
   return program;
+}
+
+interface MigrateFlags {
+  from: string;
+  to: string;
+  app: string;
+  user?: string;
+  dryRun?: boolean;
+  verify?: boolean;
+  overwrite?: boolean;
+}
+
+/** A live bar on a terminal; otherwise one plain line per tenth of the run (and at its end). */
+function progressPrinter(tty: boolean, print: (text: string) => void): (progress: MigrateProgress) => void {
+  let lastTenth = -1;
+  return (progress) => {
+    const seconds = Math.max((Date.now() - progress.startedAt) / 1000, 0.001);
+    const rate = progress.done / seconds;
+    const left = rate > 0 ? Math.round((progress.total - progress.done) / rate) : 0;
+    const line = `sessions ${progress.done}/${progress.total}, events ${progress.events}, ${rate.toFixed(1)} sessions/s, ETA ${left} s`;
+    if (tty) {
+      const width = 24;
+      const filled = progress.total === 0 ? width : Math.round((progress.done / progress.total) * width);
+      process.stdout.write(`\r[${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${line}   `);
+      if (progress.done === progress.total) process.stdout.write('\n');
+      return;
+    }
+    const tenth = progress.total === 0 ? 10 : Math.floor((progress.done / progress.total) * 10);
+    if (tenth !== lastTenth) {
+      lastTenth = tenth;
+      print(`migrate: ${line}`);
+    }
+  };
+}
+
+function formatReport(report: MigrateReport): string {
+  const { decisions } = report;
+  const lines = [
+    `${report.dryRun ? 'dry run: would copy' : 'copied'} ${decisions.copy} new and ${decisions.update} updated sessions ` +
+      `(${report.events} events); ${decisions.unchanged} unchanged; ${decisions.conflict} conflicts left alone; ` +
+      `${report.failed.length} failed; of ${report.sessions} sessions`,
+  ];
+  for (const conflict of report.conflicts) {
+    lines.push(`  conflict: ${conflict} is newer or different in the target (--overwrite replaces it)`);
+  }
+  for (const failure of report.failed) lines.push(`  failed: ${failure.session}: ${failure.error}`);
+  if (report.verified) lines.push(`verify: ${report.differences.length} differences`);
+  if (report.differences.length > 0) {
+    for (const difference of report.differences.slice(0, 50)) {
+      lines.push(
+        `  ${difference.session} ${difference.field}: source ${JSON.stringify(difference.source)}, target ${JSON.stringify(difference.target)}`,
+      );
+    }
+  }
+  return lines.join('\n');
 }
 
 interface InspectFlags {

@@ -174,8 +174,9 @@ async function firestore(uri: string, options: UriServiceOptions): Promise<UriSe
 
 async function adkOwn(uri: string): Promise<UriSessionService> {
   const { getSessionServiceFromUri } = await import('@google/adk');
+  let service: UriSessionService;
   try {
-    return getSessionServiceFromUri(uri);
+    service = getSessionServiceFromUri(uri);
   } catch (error) {
     const known = [...ADK_STATE_SCHEMES].map((scheme) => `${scheme}://`).join(', ');
     throw malformed(
@@ -183,6 +184,10 @@ async function adkOwn(uri: string): Promise<UriSessionService> {
       `no store for this scheme: adk-state serves ${known}; @google/adk serves the rest (${(error as Error).message.replace(/:.*$/, '')})`,
     );
   }
+  // ADK's DatabaseSessionService has no close(); its database connection (a MikroORM
+  // instance, made on first use) would otherwise keep the process alive.
+  const database = service as { orm?: { close(force?: boolean): Promise<void> } };
+  return service.close ? service : releasing(service, async () => database.orm?.close(true));
 }
 
 /** `service.close()` closes the service, then releases the client this module made for it. */

@@ -1,0 +1,240 @@
+/**
+ * `adk-state migrate` end to end, through the command: @google/adk's own
+ * DatabaseSessionService on SQLite into Redis, Redis into Redis with an
+ * earlier copy, a conflict and a dry run, and a run killed in the middle and
+ * resumed, which ends where an uninterrupted run ends. Every copy is checked
+ * with --verify.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { MongoSessionService } from '@adk-state/adapter-mongo';
+import { RedisSessionService } from '@adk-state/adapter-redis';
+import { createEvent, Runner, type Session } from '@google/adk';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startStandIn } from '../../adapter-mongo/test/standin/index.js';
+import { type RedisServer, startRedisServer } from '../../adapter-redis/test/support/redis-server.js';
+import { sessionServiceFromUri } from '../src/index.js';
+import { rootAgent } from './fixtures/agents/greeter/agent.js';
+import { runCli, startCli } from './support/cli-process.js';
+
+/** A Redis database of the test server, as a store URI and an open service. */
+function redisDb(server: RedisServer, db: number): { uri: string; service: RedisSessionService } {
+  const uri = `${server.url}/${db}`;
+  return { uri, service: new RedisSessionService({ url: uri }) };
+}
+
+/** Every session of the app in a store, in full, keyed user/session. */
+async function dump(service: RedisSessionService, appName: string): Promise<Map<string, unknown>> {
+  const { sessions } = await service.listSessions({ appName });
+  const all = new Map<string, unknown>();
+  for (const head of sessions) {
+    const full = (await service.getSession({ appName, userId: head.userId, sessionId: head.id })) as Session;
+    all.set(`${head.userId}/${head.id}`, JSON.parse(JSON.stringify(full)));
+  }
+  return all;
+}
+
+async function converse(sessionService: Runner['sessionService'], userId: string, texts: string[]): Promise<Session> {
+  const runner = new Runner({ appName: 'greeter', agent: rootAgent, sessionService });
+  const session = await sessionService.createSession({ appName: 'greeter', userId, state: { topic: `${userId}'s` } });
+  for (const text of texts) {
+    for await (const _event of runner.runAsync({
+      userId,
+      sessionId: session.id,
+      newMessage: { role: 'user', parts: [{ text }] },
+    })) {
+      // stored by the runner
+    }
+  }
+  return session;
+}
+
+describe('adk-state migrate', () => {
+  let redis: RedisServer;
+  let scratch: string;
+
+  beforeAll(async () => {
+    redis = await startRedisServer();
+    scratch = await mkdtemp(join(tmpdir(), 'adk-state-migrate-'));
+  });
+  afterAll(async () => {
+    await redis?.stop();
+    await rm(scratch, { recursive: true, force: true });
+  });
+
+  it("copies @google/adk's DatabaseSessionService on SQLite into Redis, faithfully (--verify: 0 differences)", async () => {
+    const sqlite = `sqlite://${join(scratch, 'adk.db')}`;
+    const adk = await sessionServiceFromUri(sqlite);
+    await converse(adk, 'ada', ['hello', 'again']);
+    await converse(adk, 'bob', ['hi']);
+    // State given at creation only, and a session with no events.
+    await adk.createSession({ appName: 'greeter', userId: 'cy', sessionId: 'empty', state: { only: 'given' } });
+
+    const target = redisDb(redis, 1);
+    try {
+      const run = await runCli(['migrate', '--from', sqlite, '--to', target.uri, '--app', 'greeter', '--verify']);
+      expect(run.stderr).toBe('');
+      expect(run.code).toBe(0);
+      expect(run.stdout).toContain('copied 3 new and 0 updated sessions (12 events)');
+      expect(run.stdout).toContain('verify: 0 differences');
+
+      for (const [userId, count] of [
+        ['ada', 8],
+        ['bob', 4],
+        ['cy', 0],
+      ] as const) {
+        const [head] = (await adk.listSessions({ appName: 'greeter', userId })).sessions;
+        const key = { appName: 'greeter', userId, sessionId: head?.id ?? '' };
+        const original = (await adk.getSession(key)) as Session;
+        const copy = await target.service.getSession(key);
+        expect(copy?.events).toHaveLength(count);
+        expect(JSON.parse(JSON.stringify(copy?.events))).toEqual(JSON.parse(JSON.stringify(original.events)));
+        expect(copy?.state).toEqual(original.state);
+        expect(copy?.lastUpdateTime).toBe(original.lastUpdateTime);
+      }
+      expect(await target.service.getUserState({ appName: 'greeter', userId: 'ada' })).toEqual({ turns: 2 });
+
+      const again = await runCli(['migrate', '--from', sqlite, '--to', target.uri, '--app', 'greeter', '--verify']);
+      expect(again.code).toBe(0);
+      expect(again.stdout).toContain('copied 0 new and 0 updated sessions (0 events); 3 unchanged');
+    } finally {
+      await Promise.all([target.service.close(), adk.close?.()]);
+    }
+  });
+
+  it('copies a MongoDB store (the wire stand-in) into Redis, faithfully', async () => {
+    const mongo = await startStandIn();
+    const source = new MongoSessionService({ url: mongo.url });
+    const target = redisDb(redis, 7);
+    try {
+      await converse(source, 'ada', ['hello', 'again']);
+      await converse(source, 'bob', ['hi']);
+      const run = await runCli(['migrate', '--from', mongo.url, '--to', target.uri, '--app', 'greeter', '--verify']);
+      expect(run.code).toBe(0);
+      expect(run.stdout).toContain('copied 2 new and 0 updated sessions (12 events)');
+      expect(run.stdout).toContain('verify: 0 differences');
+      expect(await target.service.getUserState({ appName: 'greeter', userId: 'ada' })).toEqual({ turns: 2 });
+    } finally {
+      await Promise.all([source.close(), target.service.close()]);
+      await mongo.stop();
+    }
+  });
+
+  it('copies only what is missing or behind, leaves newer target sessions alone unless --overwrite, and --dry-run writes nothing', async () => {
+    const source = redisDb(redis, 2);
+    const target = redisDb(redis, 3);
+    try {
+      const grown = await converse(source.service, 'ada', ['one']);
+      await converse(source.service, 'bob', ['one']);
+      let run = await runCli(['migrate', '--from', source.uri, '--to', target.uri, '--app', 'greeter']);
+      expect(run.stdout).toContain('copied 2 new');
+
+      // The source grows (an update), the target's copy of bob's session moves on (a conflict), a new one appears.
+      await converse(source.service, 'cy', ['one']);
+      const sourceSession = (await source.service.getSession({
+        appName: 'greeter',
+        userId: 'ada',
+        sessionId: grown.id,
+      })) as Session;
+      await source.service.appendEvent({
+        session: sourceSession,
+        event: createEvent({ invocationId: 'late', author: 'user' }),
+      });
+      const [bobHead] = (await target.service.listSessions({ appName: 'greeter', userId: 'bob' })).sessions;
+      const bobCopy = (await target.service.getSession({
+        appName: 'greeter',
+        userId: 'bob',
+        sessionId: bobHead?.id ?? '',
+      })) as Session;
+      await target.service.appendEvent({
+        session: bobCopy,
+        event: createEvent({ invocationId: 'target-only', author: 'user', timestamp: Date.now() + 60_000 }),
+      });
+
+      const dry = await runCli(['migrate', '--from', source.uri, '--to', target.uri, '--app', 'greeter', '--dry-run']);
+      expect(dry.code).toBe(0);
+      expect(dry.stdout).toContain('dry run: would copy 1 new and 1 updated sessions');
+      expect(dry.stdout).toContain('1 conflicts left alone');
+      expect((await target.service.listSessions({ appName: 'greeter' })).sessions).toHaveLength(2);
+
+      run = await runCli(['migrate', '--from', source.uri, '--to', target.uri, '--app', 'greeter', '--verify']);
+      expect(run.code).toBe(0);
+      expect(run.stdout).toContain('copied 1 new and 1 updated sessions');
+      expect(run.stdout).toContain(`conflict: bob/${bobHead?.id} is newer or different in the target`);
+      expect(run.stdout).toContain('verify: 0 differences');
+      const kept = await target.service.getSession({ appName: 'greeter', userId: 'bob', sessionId: bobHead?.id ?? '' });
+      expect(kept?.events.at(-1)?.invocationId).toBe('target-only');
+
+      run = await runCli([
+        'migrate',
+        '--from',
+        source.uri,
+        '--to',
+        target.uri,
+        '--app',
+        'greeter',
+        '--verify',
+        '--overwrite',
+      ]);
+      expect(run.code).toBe(0);
+      expect(run.stdout).toContain('copied 0 new and 1 updated sessions');
+      expect(await dump(target.service, 'greeter')).toEqual(await dump(source.service, 'greeter'));
+    } finally {
+      await Promise.all([source.service.close(), target.service.close()]);
+    }
+  });
+
+  it('a run killed in the middle and run again ends exactly where an uninterrupted run ends', async () => {
+    const source = redisDb(redis, 4);
+    const resumed = redisDb(redis, 5);
+    const straight = redisDb(redis, 6);
+    try {
+      for (let n = 0; n < 400; n++) {
+        const session = await source.service.createSession({ appName: 'big', userId: `u${n % 40}`, state: { n } });
+        for (let e = 0; e < 6; e++) {
+          await source.service.appendEvent({
+            session,
+            event: createEvent({
+              invocationId: `i${e}`,
+              author: 'agent',
+              actions: { stateDelta: { e, 'user:last': n } } as never,
+            }),
+          });
+        }
+      }
+      const args = (to: string) => ['migrate', '--from', source.uri, '--to', to, '--app', 'big'];
+      const interrupted = await startCli(args(resumed.uri), 0, 'migrate: sessions ');
+      // The first progress line is printed after the first session: kill it there, mid-run.
+      interrupted.child.kill('SIGKILL');
+      await interrupted.stop();
+      const partial = (await resumed.service.listSessions({ appName: 'big' })).sessions.length;
+      expect(partial).toBeGreaterThan(0);
+      expect(partial).toBeLessThan(400);
+
+      const finish = await runCli([...args(resumed.uri), '--verify']);
+      expect(finish.code).toBe(0);
+      expect(finish.stdout).toContain('verify: 0 differences');
+      const whole = await runCli(args(straight.uri));
+      expect(whole.code).toBe(0);
+      expect(await dump(resumed.service, 'big')).toEqual(await dump(straight.service, 'big'));
+      expect(await dump(resumed.service, 'big')).toEqual(await dump(source.service, 'big'));
+    } finally {
+      await Promise.all([source.service.close(), resumed.service.close(), straight.service.close()]);
+    }
+  }, 180_000);
+
+  it('refuses a target that is not an adk-state store, in one line with exit code 1', async () => {
+    const run = await runCli([
+      'migrate',
+      '--from',
+      'memory://',
+      '--to',
+      `sqlite://${join(scratch, 'x.db')}`,
+      '--app',
+      'a',
+    ]);
+    expect(run.code).toBe(1);
+    expect(run.stderr).toContain('is not an adk-state store');
+  });
+});
