@@ -52,10 +52,13 @@ async function startMongoStandIn() {
   return { env: { MONGODB_URL: helper.info.url }, stop: helper.stop };
 }
 
-// The emulator's helper also says which environment a process that loads
-// @google-cloud/firestore needs: no metadata-server probe, a fixed project, no proxy.
+// The emulator's helper starts Google's Firestore emulator when it is installed (the apt
+// package google-cloud-cli-firestore-emulator), else the npm one, and says which. It also
+// says which environment a process that loads @google-cloud/firestore needs: no
+// metadata-server probe, a fixed project, no proxy.
 async function startFirestoreEmulator() {
   const helper = await startHelper('adapter-firestore', 'test/support/cli.ts');
+  console.log(`@adk-state/adapter-firestore: smoke test on ${helper.info.description}`);
   return { env: { ...helper.info.env, FIRESTORE_EMULATOR_HOST: helper.info.hostPort }, stop: helper.stop };
 }
 

@@ -84,6 +84,62 @@ export function orderKey(text: string): string {
 }
 
 /**
+ * The longest `idOrder` value stored, in UTF-8 bytes: below Firestore's
+ * 1,500-byte limit for indexed values, so the index never truncates it. A
+ * longer session id keeps a prefix of its order key (prefixes keep the
+ * order, ties among them are sorted exactly when listing).
+ */
+export const MAX_ORDER_KEY_BYTES = 1_024;
+
+/** {@link orderKey} cut to at most {@link MAX_ORDER_KEY_BYTES} UTF-8 bytes, on a code point boundary. */
+export function idOrder(id: string): string {
+  const key = orderKey(id);
+  if (key.length * 3 <= MAX_ORDER_KEY_BYTES) return key;
+  let bytes = 0;
+  let end = 0;
+  for (const char of key) {
+    const size = Buffer.byteLength(char, 'utf8');
+    if (bytes + size > MAX_ORDER_KEY_BYTES) break;
+    bytes += size;
+    end += char.length;
+  }
+  return key.slice(0, end);
+}
+
+/** True when `value` (an `idOrder`) may be a cut one, so that other ids may share it. */
+export function mayBeCut(value: string): boolean {
+  return Buffer.byteLength(value, 'utf8') > MAX_ORDER_KEY_BYTES - 4;
+}
+
+/**
+ * A string as a Firestore field stores it. Firestore strings are UTF-8, so
+ * a JavaScript string that is not well-formed UTF-16 (a lone surrogate such
+ * as `'\ud800'`) cannot be a string value: it is stored as bytes, its UTF-16
+ * code units in little-endian order. Every other string is stored as is.
+ * {@link readText} turns both back into the exact string.
+ */
+export type StoredText = string | Uint8Array;
+
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+export function isWellFormed(text: string): boolean {
+  const native = (text as { isWellFormed?: () => boolean }).isWellFormed;
+  return typeof native === 'function' ? native.call(text) : !LONE_SURROGATE.test(text);
+}
+
+export function storeText(text: string): StoredText {
+  return isWellFormed(text) ? text : Buffer.from(text, 'utf16le');
+}
+
+/** The string that {@link storeText} stored (a string as is, bytes as UTF-16 code units). */
+export function readText(value: unknown): string {
+  if (typeof value === 'string') return value;
+  if (value instanceof Uint8Array)
+    return Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('utf16le');
+  throw new TypeError(`expected a stored string, found ${value === null ? 'null' : typeof value}`);
+}
+
+/**
  * A number as 16 hex digits whose string order is the numeric order. Firestore
  * orders integers and doubles together, but not every emulator does; a
  * string key sorts the same everywhere. (IEEE 754 bits, sign bit flipped for

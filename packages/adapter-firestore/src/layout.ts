@@ -10,28 +10,34 @@
  * ```
  *
  * Every `{...}` is an encoded id ({@link documentId}); every document also
- * keeps the original strings in fields.
+ * keeps the original strings in fields, as {@link storeText} stores them
+ * (bytes for a string that is not well-formed UTF-16).
  */
 import type { Bucket, SessionKey } from '@adk-state/core';
 import type { CollectionReference, DocumentReference, Firestore } from '@google-cloud/firestore';
-import { documentId, fieldName, isHashedField, keyOfField } from './encoding.js';
+import { documentId, fieldName, isHashedField, keyOfField, readText, type StoredText, storeText } from './encoding.js';
 
 export const USERS = 'adk_users';
 export const SESSIONS = 'adk_sessions';
 export const EVENTS = 'adk_events';
 
 /** One state entry as stored: the JSON text, or key and text when the field name is a hash. */
-export type StoredEntry = string | { key: string; json: string };
+export type StoredEntry = StoredText | { key: StoredText; json: StoredText };
 
 /** A state bucket as stored: field name to entry. */
 export type StoredState = Record<string, StoredEntry>;
 
 /** The fields of a session document. */
 export interface SessionDocument {
-  appName: string;
-  userId: string;
-  id: string;
-  /** `id` re-encoded so that Firestore's string order is JavaScript's (see `orderKey`). */
+  appName: StoredText;
+  userId: StoredText;
+  /**
+   * `documentId(userId)`: what listing by user compares. Never the raw user
+   * id, which may be longer than the 1,500 bytes Firestore takes in a query.
+   */
+  userKey: string;
+  id: StoredText;
+  /** `id` re-encoded so that Firestore's string order is JavaScript's, at most 1 KiB (see `idOrder`). */
   idOrder: string;
   lastUpdateTime: number;
   /** `lastUpdateTime` as a string that sorts numerically everywhere (see `numberKey`): the listing order. */
@@ -46,7 +52,7 @@ export interface SessionDocument {
 
 /** The fields of an event document. */
 export interface EventDocument {
-  id: string;
+  id: StoredText;
   timestamp: number;
   /** `timestamp` as a string that sorts numerically everywhere (see `numberKey`): what filters compare. */
   timestampKey: string;
@@ -55,7 +61,7 @@ export interface EventDocument {
   /** The session revision that wrote this version of the event. */
   revision: number;
   incarnation: string;
-  json: string;
+  json: StoredText;
 }
 
 /** The document references of one session key. */
@@ -106,7 +112,7 @@ export function encodeState(bucket: Bucket): StoredState {
   const state: StoredState = {};
   for (const [key, json] of bucket) {
     const name = fieldName(key);
-    state[name] = isHashedField(name) ? { key, json } : json;
+    state[name] = isHashedField(name) ? { key: storeText(key), json: storeText(json) } : storeText(json);
   }
   return state;
 }
@@ -117,8 +123,8 @@ export function decodeState(state: StoredState | undefined): Bucket {
   if (!state) return bucket;
   for (const name of Object.keys(state)) {
     const entry = state[name] as StoredEntry;
-    if (typeof entry === 'string') bucket.set(keyOfField(name), entry);
-    else bucket.set(entry.key, entry.json);
+    if (typeof entry === 'string' || entry instanceof Uint8Array) bucket.set(keyOfField(name), readText(entry));
+    else bucket.set(readText(entry.key), readText(entry.json));
   }
   return bucket;
 }

@@ -28,9 +28,10 @@ function utf8(text: string): number {
   return Buffer.byteLength(text, 'utf8');
 }
 
-/** Storage size of a value as this adapter writes them (strings, numbers, booleans, null, dates, maps). */
+/** Storage size of a value as this adapter writes them (strings, bytes, numbers, booleans, null, dates, maps). */
 export function valueSize(value: unknown): number {
   if (typeof value === 'string') return utf8(value) + 1;
+  if (value instanceof Uint8Array) return value.byteLength + 1;
   if (typeof value === 'number' || value instanceof Date || isTimestamp(value)) return 8;
   if (typeof value === 'boolean' || value === null || value === undefined) return 1;
   if (Array.isArray(value)) return value.reduce((sum: number, item) => sum + valueSize(item), 0);

@@ -13,25 +13,39 @@
  *   from then on), then its events in chunks. Events of a deleted session
  *   that are still there (an interrupted delete, a TTL expiry) belong to an
  *   older incarnation: `createSession` removes them before it creates.
+ * - `listSessions` reads the window with one query and everything else
+ *   (total, buckets) at that query's read time, so the page shows one moment.
+ *
+ * Every call carries its deadline to the client's RPCs (see `calls.ts`),
+ * stops between steps once it has passed (a transaction never starts another
+ * attempt, nor sends its commit, after it), waits for all of its parallel
+ * reads before it fails, and says `mayHaveApplied: false` for a write whose
+ * commit was never sent.
  *
  * The store never imports runtime values from `@google-cloud/firestore`, so
  * any copy of the client (for example the one inside `firebase-admin`) works.
  */
 import { randomUUID } from 'node:crypto';
-import type {
-  AppendInput,
-  AppendResult,
-  Bucket,
-  CreateInput,
-  CreateResult,
-  EventFilter,
-  ListQuery,
-  ListResult,
-  LoadResult,
-  SessionKey,
-  SessionRecord,
-  SessionStore,
-  StoredEvent,
+import {
+  type AppendInput,
+  type AppendResult,
+  assertPositiveNumber,
+  BackendError,
+  type Bucket,
+  type CreateInput,
+  type CreateResult,
+  compareSessions,
+  type EventFilter,
+  InvalidArgumentError,
+  isAdkStateError,
+  type ListQuery,
+  type ListResult,
+  type LoadResult,
+  type SessionKey,
+  type SessionRecord,
+  type SessionStore,
+  type StoreCall,
+  type StoredEvent,
 } from '@adk-state/core';
 import type {
   DocumentReference,
@@ -42,16 +56,20 @@ import type {
   Timestamp,
   Transaction,
 } from '@google-cloud/firestore';
-import { numberKey, orderKey } from './encoding.js';
+import { ALREADY_EXISTS, attachDeadlines, checkCall, grpcCode, settleAll, withCall, withoutDeadline } from './calls.js';
+import { documentId, idOrder, mayBeCut, numberKey, readText, storeText } from './encoding.js';
 import {
   decodeState,
+  EVENTS,
   type EventDocument,
   encodeState,
   Layout,
+  SESSIONS,
   type SessionDocument,
   type SessionRefs,
   type StoredState,
   statePaths,
+  USERS,
 } from './layout.js';
 import { assertDocumentFits } from './limits.js';
 
@@ -59,7 +77,12 @@ import { assertDocumentFits } from './limits.js';
 export interface FirestoreStoreOptions {
   /** A `Firestore` instance from `@google-cloud/firestore` (or `firebase-admin/firestore`). Never closed by the store. */
   firestore: Firestore;
-  /** The collection that holds one document per app. Any collection path (`adk_state`, `tenants/t1/adk_state`). Default `adk_state`. */
+  /**
+   * The collection that holds one document per app. Any collection path
+   * (`adk_state`, `tenants/t1/adk_state`) that does not run through this
+   * store's own subcollections (`adk_users`, `adk_sessions`, `adk_events`).
+   * Default `adk_state`.
+   */
   rootCollection?: string;
   /**
    * When set, every create and append stamps the session document with
@@ -68,7 +91,7 @@ export interface FirestoreStoreOptions {
   sessionTtlMs?: number;
   /** The field that carries the expiry time. Default `expireAt`. */
   ttlField?: string;
-  /** Attempts of a read-write transaction under contention. Default 10. */
+  /** Attempts of a read-write transaction under contention. Default 10, at most 100. */
   maxTransactionAttempts?: number;
   /** The clock for expiry times. Default `Date.now`. */
   now?: () => number;
@@ -86,9 +109,21 @@ const MAX_READ_ATTEMPTS = 8;
 /** How many times createSession clears leftover events and tries again before giving up. */
 const MAX_CREATE_ROUNDS = 5;
 
+/** The largest `limit` Firestore takes in a query (a signed 32-bit integer). */
+const MAX_QUERY_LIMIT = 2 ** 31 - 1;
+
+/**
+ * The longest `sessionTtlMs`: 1,000 years, so that `now + sessionTtlMs` stays
+ * far below the last instant a Firestore timestamp can hold (year 9999).
+ */
+const MAX_TTL_MS = 1_000 * 365.25 * 24 * 3_600 * 1_000;
+
+const MAX_TRANSACTION_ATTEMPTS = 100;
+
 const RESERVED_FIELDS = new Set([
   'appName',
   'userId',
+  'userKey',
   'id',
   'idOrder',
   'lastUpdateTime',
@@ -102,6 +137,46 @@ const RESERVED_FIELDS = new Set([
 /** The outcome of one createSession transaction. */
 type CreateAttempt = CreateResult | { status: 'leftovers' };
 
+/**
+ * Checks a root collection path: an odd number of non-empty segments that
+ * Firestore accepts as ids, none of them this store's own subcollection
+ * names (a root inside another store's `adk_sessions`, say, would mix its
+ * documents with that store's sessions).
+ */
+function checkRootCollection(path: unknown): string {
+  if (typeof path !== 'string' || path === '') {
+    throw new InvalidArgumentError('rootCollection', `must be a non-empty collection path, got ${String(path)}`);
+  }
+  const segments = path.split('/');
+  if (segments.length % 2 === 0) {
+    throw new InvalidArgumentError(
+      'rootCollection',
+      `must name a collection (an odd number of segments, such as adk_state or tenants/t1/adk_state), got ${path}`,
+    );
+  }
+  for (const segment of segments) {
+    if (
+      segment === '' ||
+      segment === '.' ||
+      segment === '..' ||
+      /^__.*__$/.test(segment) ||
+      Buffer.byteLength(segment, 'utf8') > 1_500
+    ) {
+      throw new InvalidArgumentError(
+        'rootCollection',
+        `has a segment Firestore does not take as an id (empty, ".", "..", "__x__" or over 1,500 bytes): ${JSON.stringify(segment)}`,
+      );
+    }
+    if (segment === USERS || segment === SESSIONS || segment === EVENTS) {
+      throw new InvalidArgumentError(
+        'rootCollection',
+        `must not run through ${segment}, a collection of this store's own layout: the root would sit among another store's documents (${path})`,
+      );
+    }
+  }
+  return path;
+}
+
 export class FirestoreStore implements SessionStore {
   readonly firestore: Firestore;
   /** The collection that holds one document per app. */
@@ -114,71 +189,137 @@ export class FirestoreStore implements SessionStore {
 
   constructor(options: FirestoreStoreOptions) {
     if (typeof options !== 'object' || options === null || typeof options.firestore?.collection !== 'function') {
-      throw new TypeError('FirestoreStore needs { firestore }: a Firestore instance from @google-cloud/firestore.');
+      throw new InvalidArgumentError(
+        'firestore',
+        'FirestoreStore needs { firestore }: a Firestore instance from @google-cloud/firestore',
+      );
     }
-    const { sessionTtlMs, ttlField = DEFAULT_TTL_FIELD, maxTransactionAttempts = 10 } = options;
-    if (sessionTtlMs !== undefined && !(Number.isFinite(sessionTtlMs) && sessionTtlMs > 0)) {
-      throw new TypeError(`sessionTtlMs must be a positive number of milliseconds, got ${String(sessionTtlMs)}.`);
+    const { sessionTtlMs, ttlField = DEFAULT_TTL_FIELD, maxTransactionAttempts = 10, now = Date.now } = options;
+    if (sessionTtlMs !== undefined) assertPositiveNumber('sessionTtlMs', sessionTtlMs, { max: MAX_TTL_MS });
+    if (
+      typeof ttlField !== 'string' ||
+      !/^[A-Za-z_][A-Za-z0-9_]*$/.test(ttlField) ||
+      RESERVED_FIELDS.has(ttlField) ||
+      ttlField.startsWith('__')
+    ) {
+      throw new InvalidArgumentError(
+        'ttlField',
+        `must be a plain field name that the store does not use itself, got ${String(ttlField)}`,
+      );
     }
-    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(ttlField) || RESERVED_FIELDS.has(ttlField) || ttlField.startsWith('__')) {
-      throw new TypeError(`ttlField must be a plain field name that the store does not use itself, got ${ttlField}.`);
-    }
-    if (!Number.isInteger(maxTransactionAttempts) || maxTransactionAttempts < 1) {
-      throw new TypeError(`maxTransactionAttempts must be a positive integer, got ${String(maxTransactionAttempts)}.`);
-    }
+    assertPositiveNumber('maxTransactionAttempts', maxTransactionAttempts, {
+      integer: true,
+      max: MAX_TRANSACTION_ATTEMPTS,
+    });
+    if (typeof now !== 'function') throw new InvalidArgumentError('now', `must be a function, got ${typeof now}`);
     this.firestore = options.firestore;
-    this.rootCollection = options.rootCollection ?? DEFAULT_ROOT_COLLECTION;
+    this.rootCollection = checkRootCollection(options.rootCollection ?? DEFAULT_ROOT_COLLECTION);
     this.#layout = new Layout(options.firestore, this.rootCollection);
     this.#ttlMs = sessionTtlMs;
     this.#ttlField = ttlField;
     this.#maxAttempts = maxTransactionAttempts;
-    this.#now = options.now ?? Date.now;
+    this.#now = now;
+    attachDeadlines(options.firestore);
   }
 
-  async createSession(input: CreateInput): Promise<CreateResult> {
+  createSession(input: CreateInput, call?: StoreCall): Promise<CreateResult> {
+    return withCall(call, () => this.#createSession(input, call));
+  }
+
+  loadSession(key: SessionKey, filter: EventFilter, call?: StoreCall): Promise<LoadResult | undefined> {
+    return withCall(call, () => this.#loadSession(key, filter, call));
+  }
+
+  appendEvent(input: AppendInput, call?: StoreCall): Promise<AppendResult> {
+    return withCall(call, () => this.#appendEvent(input, call));
+  }
+
+  deleteSession(key: SessionKey, call?: StoreCall): Promise<void> {
+    return withCall(call, () => this.#deleteSession(key, call));
+  }
+
+  listSessions(query: ListQuery, call?: StoreCall): Promise<ListResult> {
+    return withCall(call, () => this.#listSessions(query, call));
+  }
+
+  readUserState(appName: string, userId: string, call?: StoreCall): Promise<Bucket> {
+    return withCall(call, async () => decodeState((await this.#layout.user(appName, userId).get()).get('state')));
+  }
+
+  readAppState(appName: string, call?: StoreCall): Promise<Bucket> {
+    return withCall(call, async () => decodeState((await this.#layout.app(appName).get()).get('state')));
+  }
+
+  async #createSession(input: CreateInput, call: StoreCall | undefined): Promise<CreateResult> {
     const refs = this.#layout.session(input.key);
+    const incarnation = randomUUID();
     const head: SessionDocument = {
-      appName: input.key.appName,
-      userId: input.key.userId,
-      id: input.key.sessionId,
-      idOrder: orderKey(input.key.sessionId),
+      appName: storeText(input.key.appName),
+      userId: storeText(input.key.userId),
+      userKey: documentId(input.key.userId),
+      id: storeText(input.key.sessionId),
+      idOrder: idOrder(input.key.sessionId),
       lastUpdateTime: input.createTime,
       lastUpdateKey: numberKey(input.createTime),
       revision: input.revision,
       eventCount: 0,
-      incarnation: randomUUID(),
+      incarnation,
       state: encodeState(input.state),
     };
     const fields = { ...head, ...this.#expiry() };
     assertDocumentFits('state', refs.session.path, fields);
     const userDelta = encodeState(input.userDelta);
     const appDelta = encodeState(input.appDelta);
+    const userIdentity = { appName: head.appName, userId: head.userId };
+    const appIdentity = { appName: head.appName };
     for (let round = 1; ; round++) {
-      const attempt = await this.#transaction(async (tx): Promise<CreateAttempt> => {
-        const [session, user, app] = await tx.getAll(refs.session, refs.user, refs.app);
-        if (session?.exists) return { status: 'exists' };
-        const leftovers = await tx.get(refs.events.select().limit(1));
-        if (!leftovers.empty) return { status: 'leftovers' };
-        tx.create(refs.session, fields);
-        const userState = this.#mergeBucket(tx, refs.user, user, userDelta, {
-          appName: input.key.appName,
-          userId: input.key.userId,
+      let attempt: CreateAttempt;
+      try {
+        attempt = await this.#transaction('createSession', call, async (tx): Promise<CreateAttempt> => {
+          const [session, user, app] = await tx.getAll(refs.session, refs.user, refs.app);
+          if (session?.exists) {
+            // A commit of this very call that went through before the client retried it.
+            if (session.get('incarnation') === incarnation) {
+              return {
+                status: 'created',
+                userState: decodeState(user?.get('state')),
+                appState: decodeState(app?.get('state')),
+              };
+            }
+            return { status: 'exists' };
+          }
+          const leftovers = await tx.get(refs.events.select().limit(1));
+          if (!leftovers.empty) return { status: 'leftovers' };
+          tx.create(refs.session, fields);
+          const userState = this.#mergeBucket(tx, refs.user, user, userDelta, userIdentity);
+          const appState = this.#mergeBucket(tx, refs.app, app, appDelta, appIdentity);
+          return { status: 'created', userState, appState };
         });
-        const appState = this.#mergeBucket(tx, refs.app, app, appDelta, { appName: input.key.appName });
-        return { status: 'created', userState, appState };
-      });
+      } catch (error) {
+        // Another writer created the session between this transaction's read and its commit; nothing was written.
+        if (grpcCode(error) === ALREADY_EXISTS) return { status: 'exists' };
+        throw error;
+      }
       if (attempt.status !== 'leftovers') return attempt;
       if (round >= MAX_CREATE_ROUNDS) {
-        throw new Error(`events of a deleted session ${input.key.sessionId} keep reappearing; try again later`);
+        throw new BackendError(
+          'createSession',
+          new Error(`events of a deleted session keep reappearing under this key; try again later`),
+          { mayHaveApplied: false },
+        );
       }
-      await this.#deleteLeftovers(refs);
+      await this.#deleteLeftovers(refs, call);
     }
   }
 
-  async loadSession(key: SessionKey, filter: EventFilter): Promise<LoadResult | undefined> {
+  async #loadSession(
+    key: SessionKey,
+    filter: EventFilter,
+    call: StoreCall | undefined,
+  ): Promise<LoadResult | undefined> {
     const refs = this.#layout.session(key);
     const query = eventQuery(refs, filter);
-    const read = await this.#readTogether([refs.session, refs.user, refs.app], query);
+    const read = await this.#readTogether([refs.session, refs.user, refs.app], query, call);
     const [session, user, app] = read.docs as [DocumentSnapshot, DocumentSnapshot, DocumentSnapshot];
     if (!session.exists) return undefined;
     const head = session.data() as SessionDocument;
@@ -191,24 +332,28 @@ export class FirestoreStore implements SessionStore {
     };
   }
 
-  async appendEvent(input: AppendInput): Promise<AppendResult> {
+  async #appendEvent(input: AppendInput, call: StoreCall | undefined): Promise<AppendResult> {
     const refs = this.#layout.session(input.key);
     const eventRef = this.#layout.event(refs, input.event.id);
     const sessionDelta = encodeState(input.sessionDelta);
     const userDelta = encodeState(input.userDelta);
     const appDelta = encodeState(input.appDelta);
     const newRevision = input.expectedRevision + 1;
+    const eventId = storeText(input.event.id);
+    const json = storeText(input.event.json);
     const sizeProbe: EventDocument = {
-      id: input.event.id,
+      id: eventId,
       timestamp: input.event.timestamp,
       timestampKey: numberKey(input.event.timestamp),
       seq: Number.MAX_SAFE_INTEGER,
       revision: newRevision,
       incarnation: randomUUID(),
-      json: input.event.json,
+      json,
     };
     assertDocumentFits('event', eventRef.path, { ...sizeProbe });
-    return this.#transaction(async (tx): Promise<AppendResult> => {
+    const userIdentity = { appName: storeText(input.key.appName), userId: storeText(input.key.userId) };
+    const appIdentity = { appName: userIdentity.appName };
+    return this.#transaction('appendEvent', call, async (tx): Promise<AppendResult> => {
       const wanted = [refs.session, eventRef];
       if (Object.keys(userDelta).length > 0) wanted.push(refs.user);
       if (Object.keys(appDelta).length > 0) wanted.push(refs.app);
@@ -220,24 +365,28 @@ export class FirestoreStore implements SessionStore {
       if (head.revision !== input.expectedRevision) {
         // A retried commit that had in fact gone through finds its own write.
         const ownWrite =
-          head.revision === newRevision && current?.revision === newRevision && current.json === input.event.json;
+          head.revision === newRevision &&
+          current?.revision === newRevision &&
+          readText(current.json) === input.event.json;
         return ownWrite ? { status: 'ok' } : { status: 'stale', revision: head.revision };
       }
       const seq = current ? current.seq : head.eventCount + 1;
       const event: EventDocument = {
-        id: input.event.id,
+        id: eventId,
         timestamp: input.event.timestamp,
         timestampKey: numberKey(input.event.timestamp),
         seq,
         revision: newRevision,
         incarnation: head.incarnation,
-        json: input.event.json,
+        json,
       };
       const headUpdate = {
         revision: newRevision,
         lastUpdateTime: input.lastUpdateTime,
         lastUpdateKey: numberKey(input.lastUpdateTime),
         eventCount: Math.max(head.eventCount, seq),
+        // Sessions written before the field existed get it with their next append.
+        userKey: documentId(input.key.userId),
         ...this.#expiry(),
       };
       const merged = { ...head, ...headUpdate, state: { ...head.state, ...sessionDelta } };
@@ -246,30 +395,29 @@ export class FirestoreStore implements SessionStore {
       tx.update(refs.session, { ...headUpdate, ...statePaths(sessionDelta) });
       let next = 0;
       if (Object.keys(userDelta).length > 0) {
-        this.#mergeBucket(tx, refs.user, buckets[next++], userDelta, {
-          appName: input.key.appName,
-          userId: input.key.userId,
-        });
+        this.#mergeBucket(tx, refs.user, buckets[next++], userDelta, userIdentity);
       }
       if (Object.keys(appDelta).length > 0) {
-        this.#mergeBucket(tx, refs.app, buckets[next++], appDelta, { appName: input.key.appName });
+        this.#mergeBucket(tx, refs.app, buckets[next++], appDelta, appIdentity);
       }
       return { status: 'ok' };
     });
   }
 
-  async deleteSession(key: SessionKey): Promise<void> {
+  async #deleteSession(key: SessionKey, call: StoreCall | undefined): Promise<void> {
     const refs = this.#layout.session(key);
-    const incarnation = await this.#transaction(async (tx) => {
+    const incarnation = await this.#transaction('deleteSession', call, async (tx) => {
       const session = await tx.get(refs.session);
       if (!session.exists) return undefined;
       tx.delete(refs.session);
       return (session.data() as SessionDocument).incarnation;
     });
     if (incarnation === undefined) return;
-    // The session is gone for every reader and writer; now its events go, chunk by chunk.
+    // The session is gone for every reader and writer; now its events go, chunk by chunk. Once the
+    // call's deadline has passed, the rest stays for the next createSession of this key to remove.
     const ofThisSession = refs.events.where('incarnation', '==', incarnation).select().limit(DELETE_CHUNK);
     for (;;) {
+      if (isOver(call)) return;
       const chunk = await ofThisSession.get();
       if (chunk.empty) return;
       const batch = this.firestore.batch();
@@ -279,45 +427,69 @@ export class FirestoreStore implements SessionStore {
     }
   }
 
-  async listSessions(query: ListQuery): Promise<ListResult> {
+  async #listSessions(query: ListQuery, call: StoreCall | undefined): Promise<ListResult> {
     const sessions = this.#layout.sessions(query.appName);
-    const matching = query.userId === undefined ? sessions : sessions.where('userId', '==', query.userId);
+    // By the user's encoded id, never the raw one: a long user id is too large for a query value.
+    const matching = query.userId === undefined ? sessions : sessions.where('userKey', '==', documentId(query.userId));
     const ordered = matching.orderBy('lastUpdateKey', query.order).orderBy('idOrder', 'asc');
     const appRef = this.#layout.app(query.appName);
-    return this.firestore.runTransaction(
-      async (tx) => {
-        let heads: SessionDocument[] = [];
-        if (query.limit !== 0) {
-          const read = query.limit === undefined ? ordered : ordered.limit(query.offset + query.limit);
-          heads = (await tx.get(read)).docs.map((doc) => doc.data() as SessionDocument);
-        }
-        const window = heads.slice(query.offset, query.limit === undefined ? undefined : query.offset + query.limit);
-        const owners = [...new Set(window.map((head) => head.userId))];
-        const [total, [app, ...users]] = await Promise.all([
-          query.limit === undefined ? heads.length : tx.get(matching.count()).then((count) => count.data().count),
-          tx.getAll(appRef, ...owners.map((userId) => this.#layout.user(query.appName, userId))),
-        ]);
-        const userStates = new Map<string, Bucket>();
-        owners.forEach((userId, index) => {
-          userStates.set(userId, decodeState(users[index]?.get('state')));
-        });
-        return {
-          totalItems: total,
-          sessions: window.map(toRecord),
-          userStates,
-          appState: decodeState(app?.get('state')),
-        };
-      },
-      { readOnly: true },
+    // How many sessions from the start the window needs; may be beyond what a query takes.
+    const needed = query.limit === undefined ? undefined : query.offset + query.limit;
+
+    let heads: SessionDocument[] = [];
+    let total: number | undefined;
+    let at: Timestamp;
+    // The limit of the query that read `heads`, when it may have left sessions out.
+    let cut: number | undefined;
+    if (needed === undefined || (needed > 0 && needed <= MAX_QUERY_LIMIT)) {
+      const read = await (needed === undefined ? ordered : ordered.limit(needed)).get();
+      heads = read.docs.map((doc) => doc.data() as SessionDocument);
+      if (needed === undefined) total = heads.length;
+      cut = needed;
+      at = read.readTime;
+    } else {
+      // No session asked for (limit 0), or a window past what a query takes: the total decides.
+      const counted = await matching.count().get();
+      total = counted.data().count;
+      at = counted.readTime;
+      if (needed > 0 && query.offset < total) {
+        checkCall(call);
+        const limit = Math.min(total, MAX_QUERY_LIMIT);
+        cut = limit < total ? limit : undefined;
+        heads = await this.#readAt(at, async (tx) =>
+          (await tx.get(ordered.limit(limit))).docs.map((doc) => doc.data() as SessionDocument),
+        );
+      }
+    }
+    // A session id longer than the order key keeps only its prefix; ties at the window's end are read whole.
+    const last = heads[heads.length - 1];
+    if (last && cut !== undefined && heads.length >= cut && mayBeCut(last.idOrder)) {
+      checkCall(call);
+      const tied = await this.#readAt(at, async (tx) =>
+        (
+          await tx.get(matching.where('lastUpdateKey', '==', last.lastUpdateKey).where('idOrder', '==', last.idOrder))
+        ).docs.map((doc) => doc.data() as SessionDocument),
+      );
+      heads = [
+        ...heads.filter((head) => head.lastUpdateKey !== last.lastUpdateKey || head.idOrder !== last.idOrder),
+        ...tied,
+      ];
+    }
+    const records = heads.map(toRecord).sort(compareSessions(query.order));
+    const window = records.slice(query.offset, query.limit === undefined ? undefined : query.offset + query.limit);
+    const owners = [...new Set(window.map((record) => record.userId))];
+    checkCall(call);
+    const [count, [app, ...users]] = await this.#readAt(at, (tx) =>
+      settleAll<[number, DocumentSnapshot[]]>([
+        total === undefined ? tx.get(matching.count()).then((counted) => counted.data().count) : Promise.resolve(total),
+        tx.getAll(appRef, ...owners.map((userId) => this.#layout.user(query.appName, userId))),
+      ]),
     );
-  }
-
-  async readUserState(appName: string, userId: string): Promise<Bucket> {
-    return decodeState((await this.#layout.user(appName, userId).get()).get('state'));
-  }
-
-  async readAppState(appName: string): Promise<Bucket> {
-    return decodeState((await this.#layout.app(appName).get()).get('state'));
+    const userStates = new Map<string, Bucket>();
+    owners.forEach((userId, index) => {
+      userStates.set(userId, decodeState(users[index]?.get('state')));
+    });
+    return { totalItems: count, sessions: window, userStates, appState: decodeState(app?.get('state')) };
   }
 
   /** Merges a delta into a bucket document inside `tx` (when there is one); returns the merged bucket. */
@@ -326,7 +498,7 @@ export class FirestoreStore implements SessionStore {
     ref: DocumentReference,
     current: DocumentSnapshot | undefined,
     delta: StoredState,
-    identity: Record<string, string>,
+    identity: Record<string, unknown>,
   ): Bucket {
     const state: StoredState = { ...(current?.get('state') as StoredState | undefined), ...delta };
     if (Object.keys(delta).length > 0) {
@@ -340,8 +512,42 @@ export class FirestoreStore implements SessionStore {
     return this.#ttlMs === undefined ? {} : { [this.#ttlField]: new Date(this.#now() + this.#ttlMs) };
   }
 
-  #transaction<T>(run: (tx: Transaction) => Promise<T>): Promise<T> {
-    return this.firestore.runTransaction(run, { maxAttempts: this.#maxAttempts });
+  /**
+   * A read-write transaction that stops once the call's deadline has passed:
+   * no attempt starts after it, and no commit is sent after it. Its reads
+   * keep the client's timeouts (see `withoutDeadline`), so that an abandoned
+   * transaction is rolled back rather than left holding its locks. A failure
+   * before any attempt got as far as its commit is a {@link BackendError}
+   * that says nothing was written; after that, the outcome is unknown and
+   * the error is passed on as it is (core then says it may have applied).
+   */
+  async #transaction<T>(
+    operation: string,
+    call: StoreCall | undefined,
+    run: (tx: Transaction) => Promise<T>,
+  ): Promise<T> {
+    let committed = false;
+    try {
+      return await this.firestore.runTransaction(
+        async (tx) => {
+          checkCall(call);
+          const result = await withoutDeadline(() => run(tx));
+          checkCall(call);
+          // The client sends the commit as soon as this returns.
+          committed = true;
+          return result;
+        },
+        { maxAttempts: this.#maxAttempts },
+      );
+    } catch (error) {
+      if (committed || isAdkStateError(error)) throw error;
+      throw new BackendError(operation, error, { mayHaveApplied: false });
+    }
+  }
+
+  /** Reads in a read-only transaction at the fixed time `at` (no transaction is begun: nothing to roll back). */
+  #readAt<T>(at: Timestamp, read: (tx: Transaction) => Promise<T>): Promise<T> {
+    return this.firestore.runTransaction(read, { readOnly: true, readTime: at });
   }
 
   /**
@@ -357,13 +563,16 @@ export class FirestoreStore implements SessionStore {
   async #readTogether(
     refs: DocumentReference[],
     query: Query | undefined,
+    call: StoreCall | undefined,
   ): Promise<{ docs: DocumentSnapshot[]; events: QueryDocumentSnapshot[] }> {
     if (!query) return { docs: await this.firestore.getAll(...refs), events: [] };
     for (let attempt = 1; ; attempt++) {
-      const [events, docs] = await Promise.all([query.get(), this.firestore.getAll(...refs)]);
+      if (attempt > 1) checkCall(call);
+      const [events, docs] = await settleAll([query.get(), this.firestore.getAll(...refs)]);
       const at = events.readTime;
       if (showsMoment(docs, at, (read) => compareTimes(at, read) <= 0)) return { docs, events: events.docs };
-      const pinned = await this.firestore.runTransaction((tx) => tx.getAll(...refs), { readOnly: true, readTime: at });
+      checkCall(call);
+      const pinned = await this.#readAt(at, (tx) => tx.getAll(...refs));
       if (showsMoment(pinned, at, (read) => compareTimes(at, read) === 0)) return { docs: pinned, events: events.docs };
       if (attempt >= MAX_READ_ATTEMPTS) {
         throw new Error(`could not read a session and its events at one moment in ${attempt} attempts; try again`);
@@ -372,9 +581,9 @@ export class FirestoreStore implements SessionStore {
   }
 
   /** Removes events left by an earlier session with this key, while (and only while) no session has it. */
-  async #deleteLeftovers(refs: SessionRefs): Promise<void> {
+  async #deleteLeftovers(refs: SessionRefs, call: StoreCall | undefined): Promise<void> {
     for (;;) {
-      const done = await this.#transaction(async (tx) => {
+      const done = await this.#transaction('createSession', call, async (tx) => {
         if ((await tx.get(refs.session)).exists) return true;
         const chunk = await tx.get(refs.events.select().limit(DELETE_CHUNK));
         for (const doc of chunk.docs) tx.delete(doc.ref);
@@ -382,6 +591,16 @@ export class FirestoreStore implements SessionStore {
       });
       if (done) return;
     }
+  }
+}
+
+/** True once the call's deadline has passed. */
+function isOver(call: StoreCall | undefined): boolean {
+  try {
+    checkCall(call);
+    return false;
+  } catch {
+    return true;
   }
 }
 
@@ -403,7 +622,8 @@ function showsMoment(docs: DocumentSnapshot[], at: Timestamp, readOk: (readTime:
 /** The events query a filter needs (undefined when it can return nothing). */
 function eventQuery(refs: SessionRefs, filter: EventFilter): Query | undefined {
   if (filter.limit === 0) return undefined;
-  if (filter.limit !== undefined) return refs.events.orderBy('seq').limitToLast(filter.limit);
+  if (filter.limit !== undefined)
+    return refs.events.orderBy('seq').limitToLast(Math.min(filter.limit, MAX_QUERY_LIMIT));
   // Every event of the tail has a later timestamp; the tail is cut out of these by position.
   if (filter.afterTimestamp !== undefined)
     return refs.events.where('timestampKey', '>', numberKey(filter.afterTimestamp));
@@ -435,14 +655,16 @@ function selectStored(read: EventDocument[], filter: EventFilter, eventCount: nu
       start = index + 1;
     }
   }
-  return events.slice(start).map((event) => ({ id: event.id, timestamp: event.timestamp, json: event.json }));
+  return events
+    .slice(start)
+    .map((event) => ({ id: readText(event.id), timestamp: event.timestamp, json: readText(event.json) }));
 }
 
 function toRecord(head: SessionDocument): SessionRecord {
   return {
-    id: head.id,
-    appName: head.appName,
-    userId: head.userId,
+    id: readText(head.id),
+    appName: readText(head.appName),
+    userId: readText(head.userId),
     lastUpdateTime: head.lastUpdateTime,
     revision: head.revision,
     state: decodeState(head.state),

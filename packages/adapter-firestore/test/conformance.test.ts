@@ -1,15 +1,46 @@
 import { randomUUID } from 'node:crypto';
-import { runConformanceSuite } from '@adk-state/conformance-tests';
+import { type Capabilities, runConformanceSuite } from '@adk-state/conformance-tests';
 import type { Firestore } from '@google-cloud/firestore';
-import { inject } from 'vitest';
+import { afterAll, inject } from 'vitest';
 import { FirestoreSessionService } from '../src/index.js';
 import { emulatorClient } from './support/client.js';
 import { THIRD_PARTY_EMULATOR_DIVERGENCES } from './support/divergences.js';
+import { signalGroup, waitUntilAnswering } from './support/emulator.js';
 
 const emulator = inject('firestoreEmulator');
 /** One root per run, below a parent document, so runs against one emulator never meet. */
 const rootCollection = `runs/${randomUUID()}/adk_state`;
 const clients = new WeakMap<FirestoreSessionService, Firestore>();
+
+/**
+ * Outages: Google's emulator started by this run is paused with SIGSTOP (the
+ * launcher and its java process, one process group) and resumed with
+ * SIGCONT, keeping its data. The npm emulator runs inside the main test
+ * process and an emulator given by FIRESTORE_EMULATOR_HOST is not ours to
+ * pause.
+ */
+function outage(): Capabilities['outage'] {
+  const group = emulator.processGroup;
+  if (emulator.kind !== 'google') {
+    return { absent: '@firestore-emulator/server runs inside the test run’s main process: it cannot be paused apart' };
+  }
+  if (group === undefined)
+    return { absent: 'the emulator was started outside this test run (FIRESTORE_EMULATOR_HOST)' };
+  return {
+    stop() {
+      if (!signalGroup(group, 'SIGSTOP')) throw new Error(`could not pause the emulator (process group ${group})`);
+    },
+    async start() {
+      signalGroup(group, 'SIGCONT');
+      await waitUntilAnswering(emulator.hostPort);
+    },
+  };
+}
+
+// Whatever happens in a test, the emulator runs again for the next file.
+afterAll(() => {
+  if (emulator.processGroup !== undefined) signalGroup(emulator.processGroup, 'SIGCONT');
+});
 
 runConformanceSuite({
   name: `adapter-firestore on ${emulator.kind === 'google' ? "Google's emulator" : 'the @firestore-emulator/server emulator'}`,
@@ -23,6 +54,6 @@ runConformanceSuite({
   async destroy(service) {
     await clients.get(service)?.terminate();
   },
-  capabilities: { sharedBackend: true },
+  capabilities: { sharedBackend: true, outage: outage() },
   divergences: emulator.kind === 'third-party' ? THIRD_PARTY_EMULATOR_DIVERGENCES : [],
 });

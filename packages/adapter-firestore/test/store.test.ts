@@ -4,10 +4,11 @@
  * the event filters against the core's reference implementation.
  */
 import { randomUUID } from 'node:crypto';
-import { selectEvents } from '@adk-state/core';
+import { InvalidArgumentError, selectEvents } from '@adk-state/core';
 import { createEvent, type Event, type Session } from '@google/adk';
 import type { Firestore } from '@google-cloud/firestore';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { documentId } from '../src/encoding.js';
 import { DocumentTooLargeError, FirestoreSessionService, type FirestoreSessionServiceOptions } from '../src/index.js';
 import { emulatorClient } from './support/client.js';
 
@@ -176,12 +177,27 @@ describe('session time-to-live', () => {
     expect(b.get('expireAt')).toBeUndefined();
   });
 
-  it('rejects options it cannot honour', () => {
-    expect(() => service({ sessionTtlMs: -1 })).toThrow(TypeError);
-    expect(() => service({ sessionTtlMs: 1, ttlField: 'state' })).toThrow(TypeError);
-    expect(() => service({ ttlField: 'a.b' })).toThrow(TypeError);
-    expect(() => service({ maxTransactionAttempts: 0 })).toThrow(TypeError);
-    expect(() => new FirestoreSessionService({} as FirestoreSessionServiceOptions)).toThrow(TypeError);
+  it('rejects options it cannot honour with InvalidArgumentError', () => {
+    const refused: Array<Partial<FirestoreSessionServiceOptions>> = [
+      { sessionTtlMs: -1 },
+      { sessionTtlMs: 0 },
+      { sessionTtlMs: Number.NaN },
+      { sessionTtlMs: 1e16 },
+      { sessionTtlMs: '60000' as unknown as number },
+      { sessionTtlMs: 1, ttlField: 'state' },
+      { ttlField: 'userKey' },
+      { ttlField: 'a.b' },
+      { ttlField: 7 as unknown as string },
+      { maxTransactionAttempts: 0 },
+      { maxTransactionAttempts: 1.5 },
+      { maxTransactionAttempts: 1e6 },
+      { now: 'yesterday' as unknown as () => number },
+    ];
+    for (const options of refused) {
+      expect(() => service(options), JSON.stringify(options)).toThrow(InvalidArgumentError);
+    }
+    expect(() => new FirestoreSessionService({} as FirestoreSessionServiceOptions)).toThrow(InvalidArgumentError);
+    expect(service({ sessionTtlMs: 30 * 24 * 3_600_000, maxTransactionAttempts: 100 })).toBeDefined();
   });
 });
 
@@ -343,5 +359,109 @@ describe('reads', () => {
     expect(asc.sessions.map((s) => s.id)).toEqual(['c', 'b', 'a', 'e', 'd']);
     const desc = await sessions.listSessions({ appName, order: 'desc', limit: 2, page: 2 });
     expect(desc.sessions.map((s) => s.id)).toEqual(['e', 'b']);
+  });
+});
+
+describe('strings Firestore cannot hold as text', () => {
+  it('stores a string with lone surrogates as its UTF-16 code units and reads back the exact string', async () => {
+    const sessions = service();
+    const appName = `${app()}\ud800`;
+    const userId = 'u\udc00';
+    const sessionId = 'a\udfffb';
+    const key = '\udbff\ud800';
+    const session = await sessions.createSession({
+      appName,
+      userId,
+      sessionId,
+      state: { [key]: '\ud800', [`user:${'k'.repeat(500)}\udc00`]: 1 },
+    });
+    const appended = await sessions.appendEvent({ session, event: event({ [key]: 'again' }, { id: 'e\ud800' }) });
+    const loaded = await sessions.getSession({ appName, userId, sessionId });
+    expect([loaded?.appName, loaded?.userId, loaded?.id]).toEqual([appName, userId, sessionId]);
+    expect(loaded?.state).toEqual({ [key]: 'again', [`user:${'k'.repeat(500)}\udc00`]: 1 });
+    expect(loaded?.events.map((e) => e.id)).toEqual([appended.id]);
+    const heads = await firestore.collection(rootCollection).doc(documentId(appName)).collection('adk_sessions').get();
+    expect(heads.size).toBe(1);
+    const stored = heads.docs[0]!;
+    expect(Buffer.isBuffer(stored.get('appName'))).toBe(true);
+    expect(Buffer.isBuffer(stored.get('userId'))).toBe(true);
+    expect(Buffer.from(stored.get('id') as Buffer).toString('utf16le')).toBe(sessionId);
+    // Well-formed strings stay strings.
+    expect(stored.get('userKey')).toBe('ku_dc00');
+  });
+
+  it('lists a 10 KB user id by its encoded key, never the raw string', async () => {
+    const sessions = service();
+    const appName = app();
+    const userId = `${'ü'.repeat(5_000)}\ud800`;
+    await sessions.createSession({ appName, userId, sessionId: 's1' });
+    await sessions.createSession({ appName, userId: `${userId}x`, sessionId: 's2' });
+    const mine = await sessions.listSessions({ appName, userId });
+    expect(mine.sessions.map((s) => [s.userId, s.id])).toEqual([[userId, 's1']]);
+    expect(mine.totalItems).toBe(1);
+    expect((await sessions.listSessions({ appName })).totalItems).toBe(2);
+  });
+
+  it('lists session ids longer than the order key in exact UTF-16 order on ties, on every page', async () => {
+    const instant = 1_760_000_000_000;
+    const sessions = service({ now: () => instant });
+    const appName = app();
+    // Ids that share their first 1,400 bytes: the stored order key keeps a prefix of 1 KiB only.
+    const prefix = 'é'.repeat(700);
+    const ids = ['c', 'b', 'a', '\uffff', '\u{10000}'].map((tail) => prefix + tail);
+    ids.push(prefix, 'é'.repeat(10), 'z');
+    for (const sessionId of ids) await sessions.createSession({ appName, userId: 'u', sessionId });
+    for (const order of ['asc', 'desc'] as const) {
+      const expected = [...ids].sort();
+      const seen: string[] = [];
+      for (let page = 1; page <= 4; page++) {
+        const listed = await sessions.listSessions({ appName, userId: 'u', order, limit: 2, page });
+        expect(listed.totalItems).toBe(ids.length);
+        seen.push(...listed.sessions.map((s) => s.id));
+      }
+      expect(seen, order).toEqual(expected);
+      expect((await sessions.listSessions({ appName, order })).sessions.map((s) => s.id)).toEqual(expected);
+    }
+  });
+
+  it('answers offsets past what a query can take with an empty page, without asking for a negative limit', async () => {
+    const sessions = service();
+    const appName = app();
+    await sessions.createSession({ appName, userId: 'u', sessionId: 'a' });
+    for (const [offset, limit] of [
+      [2 ** 31 - 1, 1],
+      [2 ** 31, 2 ** 31],
+      [Number.MAX_SAFE_INTEGER - 5, 5],
+      [1, 2 ** 40],
+    ] as const) {
+      const listed = await sessions.listSessions({ appName, offset, limit });
+      expect(listed.sessions).toEqual([]);
+      expect(listed.totalItems).toBe(1);
+    }
+    expect((await sessions.listSessions({ appName, limit: 2 ** 40 })).sessions.map((s) => s.id)).toEqual(['a']);
+  });
+});
+
+describe('the root collection', () => {
+  it('takes any collection path, and refuses paths Firestore or the layout cannot take', () => {
+    for (const rootCollection of ['adk_state', 'tenants/t1/adk_state', 'a/b/c/d/e']) {
+      expect(new FirestoreSessionService({ firestore, rootCollection }).store.rootCollection).toBe(rootCollection);
+    }
+    for (const rootCollection of [
+      '',
+      'a/b',
+      '/a',
+      'a//b/c',
+      '__x__',
+      'a/./b',
+      'adk_state/kapp/adk_sessions',
+      'adk_state/kapp/adk_users',
+      'x/y/adk_events',
+      'adk_sessions',
+    ]) {
+      expect(() => new FirestoreSessionService({ firestore, rootCollection }), rootCollection).toThrow(
+        InvalidArgumentError,
+      );
+    }
   });
 });

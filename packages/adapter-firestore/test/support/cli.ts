@@ -1,20 +1,26 @@
 /**
- * Starts the npm Firestore emulator on 127.0.0.1 from a shell, for scripts
- * that need one outside a test run (the consumer smoke test, a manual session):
+ * Starts a Firestore emulator on 127.0.0.1 from a shell, for scripts that
+ * need one outside a test run (the consumer smoke test, a manual session):
+ * Google's emulator when it is installed, else the npm one (see
+ * `emulator.ts`).
  *
  *   node --import tsx test/support/cli.ts
  *
- * Prints one JSON line, `{"hostPort": "127.0.0.1:<port>", "env": {...}}`: the
- * value for `FIRESTORE_EMULATOR_HOST`, and the environment a process that
- * loads `@google-cloud/firestore` should run with (no metadata-server probe, a
- * fixed project, no proxy). Then serves until SIGINT or SIGTERM.
+ * Prints one JSON line, `{"hostPort": "127.0.0.1:<port>", "kind": ...,
+ * "description": ..., "env": {...}}`: the value for
+ * `FIRESTORE_EMULATOR_HOST`, which emulator runs, and the environment a
+ * process that loads `@google-cloud/firestore` should run with (no
+ * metadata-server probe, a fixed project, no proxy). Then serves until
+ * SIGINT or SIGTERM.
  */
 import { startFirestoreEmulator } from './emulator.js';
 import { applyTestEnv, TEST_ENV } from './env.js';
 
 applyTestEnv();
 const emulator = await startFirestoreEmulator();
-process.stdout.write(`${JSON.stringify({ hostPort: emulator.hostPort, env: TEST_ENV })}\n`);
+process.stdout.write(
+  `${JSON.stringify({ hostPort: emulator.hostPort, kind: emulator.kind, description: emulator.description, env: TEST_ENV })}\n`,
+);
 
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, () => {

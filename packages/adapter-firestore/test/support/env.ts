@@ -23,10 +23,14 @@ export function applyTestEnv(): void {
   for (const [name, value] of Object.entries(TEST_ENV)) process.env[name] = value;
 }
 
-/** Which emulator the run uses: Google's (given by FIRESTORE_EMULATOR_HOST) or the npm one started for it. */
+/** Which emulator the run uses: Google's or the npm one (see `emulator.ts`). */
 export interface EmulatorInfo {
   hostPort: string;
   kind: 'google' | 'third-party';
+  /** In words, for titles and logs. */
+  description: string;
+  /** The process group of Google's emulator when this run started it (to pause and resume it). */
+  processGroup?: number;
 }
 
 declare module 'vitest' {

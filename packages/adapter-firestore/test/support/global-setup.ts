@@ -1,8 +1,10 @@
 /**
  * Global setup of the test run: the loopback guard for the main process,
- * then the emulator. With FIRESTORE_EMULATOR_HOST set (Google's emulator,
- * started by the caller) it is used as is; otherwise the npm emulator is
- * started on 127.0.0.1 and stopped at the end.
+ * then one emulator for the whole run, shared by every test file. With
+ * FIRESTORE_EMULATOR_HOST set (an emulator started by the caller, on
+ * loopback) it is used as is; otherwise Google's emulator is started on
+ * 127.0.0.1 when it is installed, else the npm one (see `emulator.ts`), and
+ * stopped at the end. The run prints which emulator it uses.
  */
 import type { TestProject } from 'vitest/node';
 import { startFirestoreEmulator } from './emulator.js';
@@ -19,11 +21,21 @@ export default async function setup(project: TestProject): Promise<() => Promise
     if (!isLoopback(host)) {
       throw new Error(`FIRESTORE_EMULATOR_HOST=${given} is not on loopback; the tests only talk to 127.0.0.1 or ::1.`);
     }
-    project.provide('firestoreEmulator', { hostPort: given, kind: 'google' });
+    // The caller's emulator: taken to be Google's unless ADK_STATE_FIRESTORE_EMULATOR=npm says otherwise.
+    const kind = process.env.ADK_STATE_FIRESTORE_EMULATOR === 'npm' ? 'third-party' : 'google';
+    const description = `the emulator given by FIRESTORE_EMULATOR_HOST=${given} (taken as ${kind === 'google' ? "Google's" : 'the npm one'})`;
+    project.provide('firestoreEmulator', { hostPort: given, kind, description });
+    process.stdout.write(`Firestore tests run on ${description}\n`);
   } else {
     const emulator = await startFirestoreEmulator();
     process.env.FIRESTORE_EMULATOR_HOST = emulator.hostPort;
-    project.provide('firestoreEmulator', { hostPort: emulator.hostPort, kind: 'third-party' });
+    project.provide('firestoreEmulator', {
+      hostPort: emulator.hostPort,
+      kind: emulator.kind,
+      description: emulator.description,
+      ...(emulator.processGroup === undefined ? {} : { processGroup: emulator.processGroup }),
+    });
+    process.stdout.write(`Firestore tests run on ${emulator.description}\n`);
     stop = () => emulator.stop();
   }
   return async () => {

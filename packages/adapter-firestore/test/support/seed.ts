@@ -11,7 +11,7 @@ import { randomUUID } from 'node:crypto';
 import { encodeEvent, mergeInto, type SessionKey, StateSessionService, splitState } from '@adk-state/core';
 import type { Event } from '@google/adk';
 import type { DocumentData, WriteBatch } from '@google-cloud/firestore';
-import { numberKey, orderKey } from '../../src/encoding.js';
+import { documentId, idOrder, numberKey, storeText } from '../../src/encoding.js';
 import { encodeState, Layout, statePaths } from '../../src/layout.js';
 import type { FirestoreStore } from '../../src/store.js';
 
@@ -59,12 +59,12 @@ export async function seedHistory(store: FirestoreStore, key: SessionKey, events
     const stored = encodeEvent(event);
     const document: DocumentData = {
       ...template,
-      id: stored.id,
+      id: storeText(stored.id),
       timestamp: stored.timestamp,
       ...ifPresent(template, 'timestampKey', numberKey(stored.timestamp)),
       seq,
       revision,
-      json: stored.json,
+      json: storeText(stored.json),
     };
     return { id: stored.id, document };
   });
@@ -113,9 +113,10 @@ export async function seedSessions(
       key,
       document: {
         ...template,
-        userId: key.userId,
-        id: key.sessionId,
-        ...ifPresent(template, 'idOrder', orderKey(key.sessionId)),
+        userId: storeText(key.userId),
+        ...ifPresent(template, 'userKey', documentId(key.userId)),
+        id: storeText(key.sessionId),
+        ...ifPresent(template, 'idOrder', idOrder(key.sessionId)),
         lastUpdateTime: time,
         ...ifPresent(template, 'lastUpdateKey', numberKey(time)),
         incarnation: randomUUID(),

@@ -1,7 +1,8 @@
 /**
- * The Firestore emulator of `@adk-state/adapter-firestore`
- * (`@firestore-emulator/server` on 127.0.0.1) in a child process, and
- * clients of it that never look beyond loopback.
+ * The Firestore emulator of `@adk-state/adapter-firestore` on 127.0.0.1,
+ * started by a child process (Google's emulator when it is installed, else
+ * `@firestore-emulator/server`), and clients of it that never look beyond
+ * loopback.
  */
 import { fileURLToPath } from 'node:url';
 import { Firestore } from '@google-cloud/firestore';
@@ -32,8 +33,11 @@ export const firestoreBackend: BackendSpec<FirestoreBackend> = {
   async start() {
     // No metadata-server detection, no proxy, no tracing: the client talks to the emulator only.
     Object.assign(process.env, CLIENT_ENV);
-    const server = await startChildServer(SERVER);
+    // Google's emulator is a JVM: its start may take a while on a loaded machine.
+    const server = await startChildServer(SERVER, [], 120_000);
     const hostPort = String(server.info.hostPort);
+    const description = String(server.info.description);
+    process.stderr.write(`Firestore rows run on ${description}\n`);
     const client = () =>
       new Firestore({
         projectId: PROJECT_ID,
@@ -48,7 +52,9 @@ export const firestoreBackend: BackendSpec<FirestoreBackend> = {
       return {
         hostPort,
         client,
-        details: '@firestore-emulator/server (in a process of its own on 127.0.0.1), @google-cloud/firestore client',
+        details: `${
+          server.info.kind === 'google' ? "Google's Cloud Firestore emulator" : '@firestore-emulator/server'
+        } (started by a process of its own, on 127.0.0.1), @google-cloud/firestore client`,
         probes: [{ name: 'get (no document)', run: () => missing.get() }],
         async stop() {
           await probeClient.terminate().catch(() => undefined);

@@ -1,0 +1,129 @@
+/**
+ * The deadline of a store call, carried to every RPC the Firestore client
+ * sends for it.
+ *
+ * `@google-cloud/firestore` takes no per-call timeout in its public API
+ * (`get()`, `getAll()`, `runTransaction()`), but every RPC it sends gets its
+ * call options from one method of the client instance, `createCallOptions`.
+ * {@link attachDeadlines} wraps that method once per instance: inside a store
+ * call ({@link withCall}, an `AsyncLocalStorage` scope), the options get the
+ * time left as their gRPC `timeout`, so an RPC (and the client's retries of
+ * it) stops when the call's deadline passes instead of after the client's
+ * own 60 s to 10 min. Outside a store call the options are untouched, so the
+ * rest of the application never sees a difference; a client without that
+ * method (a future major) keeps its own timeouts, and the service's deadline
+ * still bounds every call.
+ *
+ * A transaction's reads and its rollback keep the client's own timeouts
+ * (see {@link withoutDeadline}): they begin and end the transaction's locks,
+ * and should finish even after the call has given up.
+ */
+import { AsyncLocalStorage } from 'node:async_hooks';
+import type { StoreCall } from '@adk-state/core';
+
+const scope = new AsyncLocalStorage<StoreCall>();
+const attached = new WeakSet<object>();
+
+type CreateCallOptions = (this: unknown, methodName: string, ...rest: unknown[]) => unknown;
+
+interface BackoffSettings {
+  initialRpcTimeoutMillis?: number | null;
+  maxRpcTimeoutMillis?: number | null;
+  totalTimeoutMillis?: number | null;
+}
+
+/** Methods whose RPCs keep the client's timeout (see the module comment). */
+const UNBOUNDED_METHODS = new Set(['rollback']);
+
+/** Wraps `firestore.createCallOptions` once; false when the client has no such method. */
+export function attachDeadlines(firestore: object): boolean {
+  if (attached.has(firestore)) return true;
+  const client = firestore as { createCallOptions?: CreateCallOptions };
+  const original = client.createCallOptions;
+  if (typeof original !== 'function') return false;
+  const bounded: CreateCallOptions = function createCallOptions(this: unknown, methodName, ...rest) {
+    const options = original.call(this, methodName, ...rest);
+    const call = scope.getStore();
+    if (!call || !Number.isFinite(call.deadline) || UNBOUNDED_METHODS.has(methodName)) return options;
+    if (typeof options !== 'object' || options === null) return options;
+    const left = Math.max(1, Math.ceil(call.deadline - Date.now()));
+    const bound = options as { timeout?: number; retry?: { backoffSettings?: BackoffSettings } };
+    bound.timeout = left;
+    const retry = bound.retry;
+    if (retry && typeof retry === 'object' && retry.backoffSettings) {
+      // A copy: the client builds these settings from shared defaults.
+      const settings = { ...retry.backoffSettings };
+      for (const name of ['initialRpcTimeoutMillis', 'maxRpcTimeoutMillis', 'totalTimeoutMillis'] as const) {
+        const value = settings[name];
+        settings[name] = typeof value === 'number' ? Math.min(value, left) : left;
+      }
+      bound.retry = Object.assign(Object.create(Object.getPrototypeOf(retry) as object) as object, retry, {
+        backoffSettings: settings,
+      });
+    }
+    return options;
+  };
+  Object.defineProperty(firestore, 'createCallOptions', {
+    value: bounded,
+    writable: true,
+    configurable: true,
+    enumerable: false,
+  });
+  attached.add(firestore);
+  return true;
+}
+
+/**
+ * Runs `work` outside any call: its RPCs keep the client's own timeouts.
+ * For the reads of a read-write transaction: the first one begins the
+ * transaction on the server, and a read cut off by the deadline would leave
+ * a transaction whose locks nobody can release (the client never learns its
+ * id) until the server expires it. Left to finish, the read returns the id,
+ * the store stops at its next step, and the client rolls the transaction back.
+ */
+export function withoutDeadline<T>(work: () => T): T {
+  return scope.exit(work);
+}
+
+/** Runs `work` as part of `call`: the RPCs it sends carry the call's deadline. */
+export function withCall<T>(call: StoreCall | undefined, work: () => Promise<T>): Promise<T> {
+  return call ? scope.run(call, work) : work();
+}
+
+/** The call's deadline passed; the store stopped before its next step. */
+export class CallAbandoned extends Error {
+  constructor() {
+    super("the call's deadline (timeoutMs) passed; the store stopped before its next request");
+    this.name = 'CallAbandoned';
+  }
+}
+
+/** Throws {@link CallAbandoned} once the call's deadline has passed. */
+export function checkCall(call: StoreCall | undefined): void {
+  if (call?.signal.aborted || (call && Date.now() >= call.deadline)) throw new CallAbandoned();
+}
+
+/**
+ * Waits for every promise (so none is left running, or rejecting, behind
+ * the caller's back) and then returns their values or throws the first
+ * failure.
+ */
+export async function settleAll<T extends readonly unknown[]>(
+  promises: readonly [...{ [K in keyof T]: Promise<T[K]> }],
+): Promise<T> {
+  const results = await Promise.allSettled(promises);
+  const values: unknown[] = [];
+  for (const result of results) {
+    if (result.status === 'rejected') throw result.reason;
+    values.push(result.value);
+  }
+  return values as unknown as T;
+}
+
+/** The gRPC status code of a client error (6 is ALREADY_EXISTS), if it has one. */
+export function grpcCode(error: unknown): number | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'number' ? code : undefined;
+}
+
+export const ALREADY_EXISTS = 6;

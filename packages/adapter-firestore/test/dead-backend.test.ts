@@ -1,0 +1,84 @@
+/**
+ * A backend that is not there at all: the client points at a loopback port
+ * that nothing listens on. Every call must fail typed, within its deadline,
+ * and leave nothing behind that could end the host process.
+ */
+import net from 'node:net';
+import { BackendError } from '@adk-state/core';
+import { createEvent, type Session } from '@google/adk';
+import { Firestore } from '@google-cloud/firestore';
+import { afterAll, expect, it } from 'vitest';
+import { FirestoreSessionService } from '../src/index.js';
+import { TEST_PROJECT_ID } from './support/env.js';
+
+/** A loopback port that was just bound and closed again: connections to it are refused. */
+async function closedPort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', resolve);
+  });
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+const unhandled: unknown[] = [];
+const onUnhandled = (reason: unknown) => unhandled.push(reason);
+process.on('unhandledRejection', onUnhandled);
+afterAll(() => {
+  process.off('unhandledRejection', onUnhandled);
+});
+
+it('with nothing listening, each method rejects with a BackendError within 8 s, nothing is left unhandled, and close() resolves', async () => {
+  // The client reads FIRESTORE_EMULATOR_HOST when it is made, and prefers it to `host`: point it at the closed port.
+  const emulatorHost = process.env.FIRESTORE_EMULATOR_HOST;
+  process.env.FIRESTORE_EMULATOR_HOST = `127.0.0.1:${await closedPort()}`;
+  let firestore: Firestore;
+  try {
+    firestore = new Firestore({
+      projectId: TEST_PROJECT_ID,
+      credentials: { client_email: 'test@example.com', private_key: 'dummy' },
+    });
+  } finally {
+    process.env.FIRESTORE_EMULATOR_HOST = emulatorHost;
+  }
+  const service = new FirestoreSessionService({ firestore, timeoutMs: 3_000 });
+  const key = { appName: 'dead-app', userId: 'u1', sessionId: 's1' };
+  const session: Session = { ...key, id: key.sessionId, state: {}, events: [], lastUpdateTime: 0 };
+  const event = createEvent({ invocationId: 'inv', author: 'agent', timestamp: Date.now() });
+  const calls: Record<string, () => Promise<unknown>> = {
+    createSession: () => service.createSession(key),
+    getSession: () => service.getSession(key),
+    listSessions: () => service.listSessions({ appName: key.appName }),
+    deleteSession: () => service.deleteSession(key),
+    appendEvent: () => service.appendEvent({ session, event }),
+    getUserState: () => service.getUserState(key),
+    getAppState: () => service.getAppState(key),
+  };
+  const outcomes = await Promise.all(
+    Object.entries(calls).map(async ([name, call]) => {
+      const started = Date.now();
+      try {
+        await call();
+        return { name, error: undefined, ms: Date.now() - started };
+      } catch (error) {
+        return { name, error, ms: Date.now() - started };
+      }
+    }),
+  );
+  for (const { name, error, ms } of outcomes) {
+    expect(error, name).toBeInstanceOf(BackendError);
+    expect(ms, name).toBeLessThan(8_000);
+    expect(typeof (error as BackendError).mayHaveApplied, name).toBe('boolean');
+    if (['getSession', 'listSessions', 'getUserState', 'getAppState'].includes(name)) {
+      expect((error as BackendError).mayHaveApplied, name).toBe(false);
+    }
+  }
+  await expect(service.close()).resolves.toBeUndefined();
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  expect(unhandled).toEqual([]);
+  // The client is left open: terminate() while @google-cloud/firestore still waits to retry a failed
+  // read (its own backoff, a few seconds) makes that retry reject where nothing listens ("The client
+  // has already been terminated"), whoever sent the read.
+}, 60_000);
