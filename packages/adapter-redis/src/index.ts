@@ -3,11 +3,16 @@
  * Redis Cluster, on `ioredis`. Every operation is one server-side script:
  * one round trip, atomic.
  */
-import { InvalidArgumentError, StateSessionService, type StateSessionServiceOptions } from '@adk-state/core';
-import type { Cluster, Redis } from 'ioredis';
+import {
+  assertPositiveNumber,
+  InvalidArgumentError,
+  StateSessionService,
+  type StateSessionServiceOptions,
+} from '@adk-state/core';
+import type { Cluster, Redis, RedisOptions } from 'ioredis';
 import * as ioredis from 'ioredis';
+import type { CommandClient } from './connection.js';
 import { assertKeyPrefix } from './keys.js';
-import type { CommandClient } from './scripts.js';
 import { RedisStore } from './store.js';
 
 export { appTag, decodeText, encodeText, sessionKeys } from './keys.js';
@@ -23,6 +28,41 @@ const RedisClass = (ioredis as unknown as { default: typeof Redis }).default;
 /** The key prefix used when none is given. */
 export const DEFAULT_KEY_PREFIX = 'adk-state:';
 
+/**
+ * The longest `sessionTtlSeconds` accepted: 2^31 - 1 seconds (about 68
+ * years). Redis keeps expiry times as signed 64-bit milliseconds, and the
+ * scripts compute them in Lua numbers (doubles); this bound keeps both exact.
+ */
+export const MAX_SESSION_TTL_SECONDS = 2 ** 31 - 1;
+
+/** The longest wait between two reconnection attempts of a client made from `url`, in milliseconds. */
+export const MAX_RECONNECT_DELAY_MS = 2_000;
+
+/**
+ * The options a client made from `url` starts with; `clientOptions` is
+ * spread over them, so each one can be changed there.
+ *
+ * - `maxRetriesPerRequest: 0`: a command waiting for the connection fails
+ *   as soon as a connection attempt fails, and a command the connection
+ *   took before it broke fails then too, instead of being sent again after
+ *   reconnecting (which could apply a write twice, or report it as stale).
+ * - `enableOfflineQueue: true`: a command issued while the client connects
+ *   or reconnects waits for that attempt, so the first calls after
+ *   construction (or a short network blip) work; with the setting above it
+ *   never waits past one failed attempt.
+ * - `retryStrategy`: reconnect after 100 ms, doubling up to
+ *   {@link MAX_RECONNECT_DELAY_MS}, for as long as the service lives.
+ * - `connectTimeout: 5000`: a connection attempt that hangs (a dropped SYN)
+ *   fails after 5 s.
+ * - No `commandTimeout`: the service's `timeoutMs` bounds every call.
+ */
+export const URL_CLIENT_DEFAULTS: Readonly<RedisOptions> = Object.freeze({
+  maxRetriesPerRequest: 0,
+  enableOfflineQueue: true,
+  retryStrategy: (attempt: number) => Math.min(100 * 2 ** Math.min(attempt - 1, 10), MAX_RECONNECT_DELAY_MS),
+  connectTimeout: 5_000,
+});
+
 /** Options of {@link RedisSessionService}: where to connect, how to name keys, and core's options. */
 export interface RedisSessionServiceOptions extends StateSessionServiceOptions {
   /**
@@ -36,6 +76,12 @@ export interface RedisSessionServiceOptions extends StateSessionServiceOptions {
    */
   url?: string;
   /**
+   * ioredis options for the client made from `url`, spread over
+   * {@link URL_CLIENT_DEFAULTS} (so any default can be changed here). Only
+   * with `url`: a client passed in is used exactly as it was configured.
+   */
+  clientOptions?: RedisOptions;
+  /**
    * Put in front of every key, so several apps, environments or test runs
    * share one server. Default `'adk-state:'`. Must not contain `{` or `}`.
    */
@@ -43,7 +89,8 @@ export interface RedisSessionServiceOptions extends StateSessionServiceOptions {
   /**
    * Idle time to live of a session and its events, in seconds: a session that
    * is neither created nor appended to for this long disappears (user and
-   * app state stay). Default: none.
+   * app state stay). Default: none. A number greater than 0, fractions
+   * allowed (kept to the millisecond), at most {@link MAX_SESSION_TTL_SECONDS}.
    */
   sessionTtlSeconds?: number;
 }
@@ -57,42 +104,80 @@ export class RedisSessionService extends StateSessionService {
     if (typeof options !== 'object' || options === null) {
       throw new InvalidArgumentError('options', 'RedisSessionService needs { client } or { url }');
     }
-    const { client, url, keyPrefix = DEFAULT_KEY_PREFIX, sessionTtlSeconds, ...serviceOptions } = options;
+    const {
+      client,
+      url,
+      clientOptions,
+      keyPrefix = DEFAULT_KEY_PREFIX,
+      sessionTtlSeconds,
+      ...serviceOptions
+    } = options;
     if ((client === undefined) === (url === undefined)) {
       throw new InvalidArgumentError('client', 'give exactly one of client (an ioredis Redis or Cluster) or url');
     }
     if (url !== undefined && typeof url !== 'string') throw new InvalidArgumentError('url', 'must be a string');
+    if (clientOptions !== undefined) {
+      if (client !== undefined) {
+        throw new InvalidArgumentError(
+          'clientOptions',
+          'applies only to the client made from url; configure your own client yourself',
+        );
+      }
+      if (typeof clientOptions !== 'object' || clientOptions === null || Array.isArray(clientOptions)) {
+        throw new InvalidArgumentError('clientOptions', 'must be an object of ioredis options');
+      }
+    }
     assertKeyPrefix(keyPrefix);
     const ttlMs = toTtlMs(sessionTtlSeconds);
-    const own = client === undefined;
-    const redis = client ?? new RedisClass(url as string);
-    assertKeyPrefix(redis.options?.keyPrefix ?? '', 'client keyPrefix');
-    const store = new RedisStore(redis as unknown as CommandClient, {
-      keyPrefix,
-      sessionTtlMs: ttlMs,
-      ...(own ? { release: () => quit(redis) } : {}),
-    });
-    super(store, serviceOptions);
+    let made: Redis | undefined;
+    if (client === undefined) {
+      made = new RedisClass(url as string, { ...URL_CLIENT_DEFAULTS, ...clientOptions });
+      // Without a listener, ioredis prints "[ioredis] Unhandled error event" for every failed attempt.
+      made.on('error', () => {});
+    }
+    const redis = client ?? (made as Redis);
+    try {
+      assertKeyPrefix(redis.options?.keyPrefix ?? '', 'client keyPrefix');
+      const store = new RedisStore(redis as unknown as CommandClient, {
+        keyPrefix,
+        sessionTtlMs: ttlMs,
+        ...(made ? { ownsClient: true, release: () => quit(made) } : {}),
+      });
+      super(store, serviceOptions);
+    } catch (error) {
+      // A refused option (here or in core) must not leave our client reconnecting in the background.
+      made?.disconnect();
+      throw error;
+    }
     this.client = redis;
   }
 }
 
 function toTtlMs(seconds: number | undefined): number {
   if (seconds === undefined) return 0;
-  if (typeof seconds !== 'number' || !Number.isFinite(seconds) || seconds <= 0) {
-    throw new InvalidArgumentError('sessionTtlSeconds', `must be a positive number of seconds, got ${String(seconds)}`);
-  }
+  assertPositiveNumber('sessionTtlSeconds', seconds, { max: MAX_SESSION_TTL_SECONDS });
   return Math.max(1, Math.ceil(seconds * 1000));
 }
 
-/** Quits a client the service made, and resolves once it has ended. */
-async function quit(client: Redis | Cluster): Promise<void> {
+/** How long `close()` lets QUIT take before it drops the connection. */
+const QUIT_TIMEOUT_MS = 2_000;
+
+/**
+ * Quits a client the service made, and resolves once it has ended: QUIT when
+ * the server answers, else (down, paused, or no answer within 2 s) the
+ * connection is dropped. Commands still waiting then fail with "Connection is closed".
+ */
+async function quit(client: Redis): Promise<void> {
   if (client.status === 'end') return;
   const ended = new Promise<void>((resolve) => client.once('end', () => resolve()));
-  try {
-    await client.quit();
-  } catch {
-    client.disconnect();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, QUIT_TIMEOUT_MS);
+  });
+  if (client.status === 'ready') {
+    await Promise.race([client.quit().catch(() => {}), late]);
   }
+  clearTimeout(timer);
+  if ((client.status as string) !== 'end') client.disconnect();
   await ended;
 }

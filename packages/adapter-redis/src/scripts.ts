@@ -252,23 +252,21 @@ export function script(name: string, source: string): Script {
   return { name, source, sha: createHash('sha1').update(source).digest('hex') };
 }
 
-/** The subset of an ioredis `Redis` or `Cluster` client that the store uses. */
-export interface CommandClient {
-  call(command: string, args: Array<string | number>): Promise<unknown>;
-}
+/** Sends one command and resolves with its reply (see `connection.ts`). */
+export type Send = (command: string, args: Array<string | number>) => Promise<unknown>;
 
 /** Runs `script` on the node that owns `keys[0]`: one round trip, two when the server lacks the script. */
 export async function runScript(
-  client: CommandClient,
+  send: Send,
   target: Script,
   keys: readonly string[],
   args: ReadonlyArray<string | number>,
 ): Promise<unknown> {
   try {
-    return await client.call('evalsha', [target.sha, keys.length, ...keys, ...args]);
+    return await send('evalsha', [target.sha, keys.length, ...keys, ...args]);
   } catch (error) {
     if (!isNoScript(error)) throw error;
-    return client.call('eval', [target.source, keys.length, ...keys, ...args]);
+    return send('eval', [target.source, keys.length, ...keys, ...args]);
   }
 }
 

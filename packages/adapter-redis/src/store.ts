@@ -17,8 +17,10 @@ import type {
   SessionKey,
   SessionRecord,
   SessionStore,
+  StoreCall,
   StoredEvent,
 } from '@adk-state/core';
+import { type CommandClient, Connection } from './connection.js';
 import {
   appKeys,
   decodeText,
@@ -30,7 +32,7 @@ import {
   UPDATED_FIELD,
   userKeys,
 } from './keys.js';
-import { APPEND, type CommandClient, CREATE, DELETE, LIST, LOAD, READ_BUCKET, runScript, script } from './scripts.js';
+import { APPEND, CREATE, DELETE, LIST, LOAD, READ_BUCKET, runScript, type Script, script } from './scripts.js';
 
 const scripts = {
   create: script('create', CREATE),
@@ -49,6 +51,13 @@ export interface RedisStoreOptions {
   sessionTtlMs: number;
   /** Called by {@link RedisStore.close}; releases a client the service created itself. */
   release?: () => Promise<void>;
+  /**
+   * True when the client was created for this store (from `url`): the store
+   * then listens for its `error` and `ready` events for as long as it lives.
+   * A client passed in only gets a `ready` listener while a command waits in
+   * its offline queue.
+   */
+  ownsClient?: boolean;
 }
 
 /** The SHA1 of each script the store runs (for tests and tooling, e.g. `SCRIPT EXISTS`). */
@@ -57,21 +66,22 @@ export const SCRIPT_SHAS: Readonly<Record<string, string>> = Object.fromEntries(
 );
 
 export class RedisStore implements SessionStore {
-  readonly #client: CommandClient;
+  readonly backend = 'redis';
+  readonly #connection: Connection;
   readonly #prefix: string;
   readonly #ttl: number;
   readonly #release: (() => Promise<void>) | undefined;
 
   constructor(client: CommandClient, options: RedisStoreOptions) {
-    this.#client = client;
+    this.#connection = new Connection(client, options.ownsClient === true);
     this.#prefix = options.keyPrefix;
     this.#ttl = options.sessionTtlMs;
     this.#release = options.release;
   }
 
-  async createSession(input: CreateInput): Promise<CreateResult> {
+  async createSession(input: CreateInput, call?: StoreCall): Promise<CreateResult> {
     const keys = this.#keys(input.key);
-    const reply = await runScript(this.#client, scripts.create, writeKeys(keys), [
+    const reply = await this.#run('createSession', true, call, scripts.create, writeKeys(keys), [
       String(input.createTime),
       String(input.revision),
       ...this.#bucketArguments(keys, input.state, input.userDelta, input.appDelta),
@@ -81,7 +91,7 @@ export class RedisStore implements SessionStore {
     return { status: 'created', userState: toBucket(user), appState: toBucket(app) };
   }
 
-  async loadSession(key: SessionKey, filter: EventFilter): Promise<LoadResult | undefined> {
+  async loadSession(key: SessionKey, filter: EventFilter, call?: StoreCall): Promise<LoadResult | undefined> {
     const keys = this.#keys(key);
     let after = filter.afterTimestamp;
     let limit = filter.limit;
@@ -91,8 +101,10 @@ export class RedisStore implements SessionStore {
       after = undefined;
       limit = 0;
     }
-    const reply = await runScript(
-      this.#client,
+    const reply = await this.#run(
+      'loadSession',
+      false,
+      call,
       scripts.load,
       [keys.session, keys.events, keys.userState, keys.appState],
       [after === undefined ? '' : String(after), limit === undefined ? '' : String(limit)],
@@ -107,9 +119,9 @@ export class RedisStore implements SessionStore {
     };
   }
 
-  async appendEvent(input: AppendInput): Promise<AppendResult> {
+  async appendEvent(input: AppendInput, call?: StoreCall): Promise<AppendResult> {
     const keys = this.#keys(input.key);
-    const reply = await runScript(this.#client, scripts.append, writeKeys(keys), [
+    const reply = await this.#run('appendEvent', true, call, scripts.append, writeKeys(keys), [
       String(input.expectedRevision),
       String(input.lastUpdateTime),
       encodeEntry(input.event),
@@ -142,21 +154,25 @@ export class RedisStore implements SessionStore {
     ];
   }
 
-  async deleteSession(key: SessionKey): Promise<void> {
+  async deleteSession(key: SessionKey, call?: StoreCall): Promise<void> {
     const keys = this.#keys(key);
-    await runScript(
-      this.#client,
+    await this.#run(
+      'deleteSession',
+      true,
+      call,
       scripts.remove,
       [keys.session, keys.events, keys.eventIds, keys.appIndex, keys.userIndex, keys.expiry],
       [keys.appMember, keys.userMember, keys.expiryMember],
     );
   }
 
-  async listSessions(query: ListQuery): Promise<ListResult> {
+  async listSessions(query: ListQuery, call?: StoreCall): Promise<ListResult> {
     const app = appKeys(this.#prefix, query.appName);
     const user = query.userId === undefined ? undefined : userKeys(this.#prefix, query.appName, query.userId);
-    const reply = (await runScript(
-      this.#client,
+    const reply = (await this.#run(
+      'listSessions',
+      false,
+      call,
       scripts.list,
       [user ? user.userIndex : app.appIndex, app.appState, app.expiry, app.appIndex],
       [
@@ -187,18 +203,35 @@ export class RedisStore implements SessionStore {
     return { totalItems: Number(total), sessions, userStates, appState: toBucket(appState) };
   }
 
-  async readUserState(appName: string, userId: string): Promise<Bucket> {
+  async readUserState(appName: string, userId: string, call?: StoreCall): Promise<Bucket> {
     const keys = userKeys(this.#prefix, appName, userId);
-    return toBucket((await runScript(this.#client, scripts.readBucket, [keys.userState], [])) as string[]);
+    return toBucket(
+      (await this.#run('readUserState', false, call, scripts.readBucket, [keys.userState], [])) as string[],
+    );
   }
 
-  async readAppState(appName: string): Promise<Bucket> {
+  async readAppState(appName: string, call?: StoreCall): Promise<Bucket> {
     const keys = appKeys(this.#prefix, appName);
-    return toBucket((await runScript(this.#client, scripts.readBucket, [keys.appState], [])) as string[]);
+    return toBucket(
+      (await this.#run('readAppState', false, call, scripts.readBucket, [keys.appState], [])) as string[],
+    );
   }
 
   async close(): Promise<void> {
     await this.#release?.();
+  }
+
+  /** Runs one script for one store call (see `connection.ts` for deadlines and honest failures). */
+  #run(
+    operation: string,
+    write: boolean,
+    call: StoreCall | undefined,
+    target: Script,
+    keys: readonly string[],
+    args: ReadonlyArray<string | number>,
+  ): Promise<unknown> {
+    const step = { operation, write, call };
+    return runScript((command, commandArgs) => this.#connection.send(step, command, commandArgs), target, keys, args);
   }
 
   #keys(key: SessionKey): SessionKeys {

@@ -1,0 +1,164 @@
+/**
+ * Sending one command for one store call: under the call's deadline, with a
+ * failure reported honestly. A write is "not applied" only when the command
+ * certainly never left the client:
+ *
+ * - the call was abandoned, or the client had ended, before it was handed over;
+ * - it waited in ioredis's offline queue (the client was not `ready` when it
+ *   was handed over) and was rejected before the client became `ready` again
+ *   (ioredis writes its offline queue only once the connection is ready).
+ *   Cluster clients route through per-node connections and retry on other
+ *   nodes, so there the client's own state proves nothing and only the first
+ *   rule applies.
+ *
+ * Anything else (a reply error aside, which is the server's answer) may have
+ * reached the server: a command written on a connection that then died, or one
+ * still queued when the call was abandoned (ioredis has no way to withdraw it,
+ * so it may be sent once the connection is back).
+ */
+import { BackendError, type StoreCall } from '@adk-state/core';
+
+/** The subset of an ioredis `Redis` or `Cluster` client (5.x or 6.x) that the store uses. */
+export interface CommandClient {
+  call(command: string, args: Array<string | number>): Promise<unknown>;
+  /** `wait`, `connecting`, `connect`, `ready`, `reconnecting`, `close`, `end`, … */
+  readonly status?: string;
+  /** True for a `Cluster`. */
+  readonly isCluster?: boolean;
+  on?(event: string, listener: (...args: unknown[]) => void): unknown;
+  off?(event: string, listener: (...args: unknown[]) => void): unknown;
+}
+
+/** What {@link Connection} knows of one store step, for its errors. */
+export interface Step {
+  /** The store method, named in errors (`createSession`, `appendEvent`, …). */
+  operation: string;
+  /** Whether the step writes (so a failure may leave the write applied). */
+  write: boolean;
+  call: StoreCall | undefined;
+}
+
+/** The call passed its deadline while its command was out; the store stops waiting for it. */
+export class CommandAbandoned extends Error {
+  constructor() {
+    super('no answer before the call passed its deadline (timeoutMs); the command may still run');
+    this.name = 'CommandAbandoned';
+  }
+}
+
+export class Connection {
+  readonly #client: CommandClient;
+  readonly #own: boolean;
+  /** How many times the client has become ready (counted while a queued command waits, or always for our own client). */
+  #readyCount = 0;
+  /** Queued commands waiting for an answer, on a client we do not own (the `ready` listener is only there meanwhile). */
+  #waiting = 0;
+  /** The last connection error of our own client, since it was last ready. */
+  #lastError: Error | undefined;
+  readonly #onReady = () => {
+    this.#readyCount++;
+    if (this.#own) this.#lastError = undefined;
+  };
+
+  /**
+   * @param own True for a client the service created: it gets an `error`
+   *   listener (ioredis prints "Unhandled error event" without one) and a
+   *   lasting `ready` listener. A client the caller passed in gets no lasting
+   *   listener: only a `ready` listener while a command waits in its offline queue.
+   */
+  constructor(client: CommandClient, own: boolean) {
+    this.#client = client;
+    this.#own = own;
+    if (own) {
+      client.on?.('error', (error: unknown) => {
+        if (error instanceof Error) this.#lastError = error;
+      });
+      client.on?.('ready', this.#onReady);
+    }
+  }
+
+  /**
+   * Sends one command and waits for its answer, or until the call is
+   * abandoned. A failure is a {@link BackendError} that says whether the
+   * command may have reached the server; a reply error of the server (a
+   * script error) is passed on as it is.
+   */
+  async send(step: Step, command: string, args: Array<string | number>): Promise<unknown> {
+    const { call } = step;
+    if (call?.signal.aborted) {
+      throw new BackendError(step.operation, new CommandAbandoned(), { mayHaveApplied: false, timedOut: true });
+    }
+    if (this.#client.status === 'end') {
+      throw new BackendError(step.operation, new Error('Connection is closed (the client has ended)'), {
+        mayHaveApplied: false,
+      });
+    }
+    const queued = this.#client.status !== 'ready' && this.#client.isCluster !== true;
+    const watched = queued && !this.#own;
+    if (watched && this.#waiting++ === 0) this.#client.on?.('ready', this.#onReady);
+    const readyBefore = this.#readyCount;
+    let reply: Promise<unknown>;
+    try {
+      reply = this.#client.call(command, args);
+    } catch (error) {
+      if (watched) this.#unwatch();
+      throw this.#failure(step, error, queued);
+    }
+    try {
+      const answer = await untilAbandoned(reply, call);
+      if (call?.usage) call.usage.roundTrips++;
+      return answer;
+    } catch (error) {
+      if (error instanceof CommandAbandoned) {
+        throw new BackendError(step.operation, error, { mayHaveApplied: step.write, timedOut: true });
+      }
+      if (isReplyError(error)) {
+        if (call?.usage) call.usage.roundTrips++;
+        throw error;
+      }
+      throw this.#failure(step, error, queued && this.#readyCount === readyBefore);
+    } finally {
+      if (watched) this.#unwatch();
+    }
+  }
+
+  #unwatch(): void {
+    if (--this.#waiting === 0) this.#client.off?.('ready', this.#onReady);
+  }
+
+  /** A client-side failure as a BackendError, with the last connection error of our own client. */
+  #failure(step: Step, error: unknown, neverSent: boolean): BackendError {
+    let cause = error;
+    const last = this.#lastError;
+    if (last && error instanceof Error && !error.message.includes(last.message)) {
+      cause = new Error(`${error.message} (last connection error: ${last.message})`, { cause: error });
+    }
+    return new BackendError(step.operation, cause, { mayHaveApplied: step.write && !neverSent });
+  }
+}
+
+/** `reply`, or a {@link CommandAbandoned} rejection as soon as the call's signal aborts. */
+function untilAbandoned<T>(reply: Promise<T>, call: StoreCall | undefined): Promise<T> {
+  const signal = call?.signal;
+  if (!signal || call.deadline === Number.POSITIVE_INFINITY) return reply;
+  return new Promise<T>((resolve, reject) => {
+    const abandon = () => reject(new CommandAbandoned());
+    signal.addEventListener('abort', abandon, { once: true });
+    // Both outcomes are handled here, so a late rejection is never unhandled.
+    reply.then(
+      (value) => {
+        signal.removeEventListener('abort', abandon);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', abandon);
+        reject(error);
+      },
+    );
+  });
+}
+
+/** An error reply of the server (ioredis's `ReplyError`): the command ran there, and said no. */
+export function isReplyError(error: unknown): boolean {
+  return error instanceof Error && error.name === 'ReplyError';
+}
