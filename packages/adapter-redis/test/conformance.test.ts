@@ -1,12 +1,24 @@
-/** The whole adk-state conformance suite against one Redis server, zero divergences. */
+/**
+ * The whole adk-state conformance suite against Redis servers of their own,
+ * outages included, zero divergences: once with services that each make their
+ * own client from `url` (the service's client defaults), once with services
+ * sharing one ioredis client they were given.
+ */
 import { randomUUID } from 'node:crypto';
 import { runConformanceSuite } from '@adk-state/conformance-tests';
 import { Redis } from 'ioredis';
 import { inject } from 'vitest';
-import { sharedClientTarget } from './support/conformance.js';
+import { sharedClientTarget, urlTarget } from './support/conformance.js';
+import { singleServerOfItsOwn } from './support/targets.js';
 
-const keyPrefix = `${inject('testPrefix')}-${randomUUID().slice(0, 8)}:`;
+const prefix = () => `${inject('testPrefix')}-${randomUUID().slice(0, 8)}:`;
 
+runConformanceSuite(urlTarget('adapter-redis (single server, client from url)', prefix(), singleServerOfItsOwn()));
 runConformanceSuite(
-  sharedClientTarget('adapter-redis (single server)', keyPrefix, () => new Redis(inject('redisUrl'))),
+  sharedClientTarget(
+    'adapter-redis (single server, client given)',
+    prefix(),
+    singleServerOfItsOwn(),
+    ({ url }) => new Redis(url),
+  ),
 );

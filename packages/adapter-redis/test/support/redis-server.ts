@@ -4,11 +4,12 @@
  * temporary directory each. Nothing is installed; the binary comes from
  * REDIS_SERVER_BIN, /usr/bin/redis-server or the PATH (Debian: `apt-get
  * install redis-server`). Every process started here is killed when the Node
- * process exits, even if a test forgets to stop it.
+ * process exits, even if a test forgets to stop it (and resumed first, if a
+ * test paused it).
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -46,20 +47,48 @@ export interface RedisServer {
   kill(signal?: NodeJS.Signals): Promise<void>;
   /** Starts the server again on the same port and directory (after `kill`). */
   restart(): Promise<void>;
+  /**
+   * Freezes the process (SIGSTOP): its port still accepts connections and
+   * its memory keeps every key, but nothing is answered until {@link resume}.
+   * Resolves once the process is stopped.
+   */
+  pause(): Promise<void>;
+  /** Lets a paused process run again (SIGCONT); a no-op when it is not paused. */
+  resume(): void;
+  /** True between {@link pause} and {@link resume}. */
+  readonly paused: boolean;
 }
 
 /** A running cluster started by {@link startRedisCluster}. */
 export interface RedisClusterHandle {
   nodes: Array<{ host: string; port: number }>;
   servers: RedisServer[];
+  /** Pauses every node (see {@link RedisServer.pause}). */
+  pause(): Promise<void>;
+  /** Resumes every paused node. */
+  resume(): void;
   /** Stops every node. */
   stop(): Promise<void>;
 }
 
+/** The pids of the servers started by this process that are paused right now (resumed on exit). */
+const pausedPids = new Set<number>();
+
 const running = new Set<ChildProcess>();
 process.once('exit', () => {
+  for (const pid of pausedPids) signalPid(pid, 'SIGCONT');
   for (const child of running) child.kill('SIGKILL');
 });
+
+/** Sends `signal` to `pid`; false when there is no such process any more. */
+function signalPid(pid: number, signal: NodeJS.Signals): boolean {
+  try {
+    process.kill(pid, signal);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 /** The redis-server binary: REDIS_SERVER_BIN, /usr/bin/redis-server, else `redis-server` from the PATH. */
 export function redisServerBinary(): string {
@@ -154,8 +183,18 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
   };
   await launch();
 
+  let pausedPid: number | undefined;
+  const resume = () => {
+    if (pausedPid === undefined) return;
+    signalPid(pausedPid, 'SIGCONT');
+    pausedPids.delete(pausedPid);
+    pausedPid = undefined;
+  };
+
   const kill = async (signal: NodeJS.Signals = 'SIGKILL') => {
     const current = child;
+    // A stopped process acts on SIGTERM only once it runs again.
+    resume();
     if (!current || current.exitCode !== null || current.signalCode !== null) return;
     const exited = new Promise<void>((resolve) => current.once('exit', () => resolve()));
     current.kill(signal);
@@ -175,11 +214,24 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
       return child?.pid ?? -1;
     },
     kill,
+    async pause() {
+      const current = child;
+      if (pausedPid !== undefined || !current?.pid || current.exitCode !== null || current.signalCode !== null) return;
+      if (!signalPid(current.pid, 'SIGSTOP')) return;
+      pausedPid = current.pid;
+      pausedPids.add(current.pid);
+      await untilStopped(current.pid);
+    },
+    resume,
+    get paused() {
+      return pausedPid !== undefined;
+    },
     async restart() {
       await kill();
       child = await spawnServer(args());
     },
     async stop() {
+      resume();
       const current = child;
       if (current && current.exitCode === null && current.signalCode === null) {
         const timer = setTimeout(() => current.kill('SIGKILL'), 5_000);
@@ -189,6 +241,22 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
       if (ownDir) await rm(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** Waits (up to 2 s) until Linux reports `pid` stopped; elsewhere, a short pause instead. */
+async function untilStopped(pid: number): Promise<void> {
+  for (let attempt = 0; attempt < 200; attempt++) {
+    let stat: string;
+    try {
+      stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+    } catch {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      return;
+    }
+    // The state follows the command name, which is in parentheses.
+    if (/^[Tt]$/.test(stat.slice(stat.lastIndexOf(')') + 2).charAt(0))) return;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
 }
 
 /** Spawns redis-server and waits for "Ready to accept connections" (or its early exit). */
@@ -233,7 +301,9 @@ function spawnServer(args: string[]): Promise<ChildProcess> {
  * Starts a cluster of `masters` nodes (no replicas) on 127.0.0.1, creates it
  * with `redis-cli --cluster create` and waits for `cluster_state:ok` on every node.
  */
-export async function startRedisCluster(options: { masters?: number } = {}): Promise<RedisClusterHandle> {
+export async function startRedisCluster(
+  options: { masters?: number; nodeTimeoutMs?: number } = {},
+): Promise<RedisClusterHandle> {
   const masters = options.masters ?? 3;
   const servers: RedisServer[] = [];
   try {
@@ -249,7 +319,7 @@ export async function startRedisCluster(options: { masters?: number } = {}): Pro
             '--cluster-config-file',
             'nodes.conf',
             '--cluster-node-timeout',
-            '5000',
+            String(options.nodeTimeoutMs ?? 5_000),
             '--cluster-port',
             String(busPort),
           ],
@@ -267,6 +337,12 @@ export async function startRedisCluster(options: { masters?: number } = {}): Pro
   return {
     nodes: servers.map((server) => ({ host: HOST, port: server.port })),
     servers,
+    async pause() {
+      await Promise.all(servers.map((server) => server.pause()));
+    },
+    resume() {
+      for (const server of servers) server.resume();
+    },
     async stop() {
       await Promise.all(servers.map((server) => server.stop()));
     },
