@@ -48,7 +48,17 @@ export interface SessionDocument {
   /** Random per creation: tells this session's events from those of a deleted one with the same key. */
   incarnation: string;
   state: StoredState;
+  /**
+   * The document ids of the last events (at most {@link RECENT_EVENTS}),
+   * oldest first: the last n events are then read by id, without a query.
+   * Absent on sessions written before the field existed (until they are
+   * appended to), and shorter than `eventCount` on those.
+   */
+  recent?: string[];
 }
+
+/** How many event document ids a session document keeps in `recent`. */
+export const RECENT_EVENTS = 100;
 
 /** The fields of an event document. */
 export interface EventDocument {

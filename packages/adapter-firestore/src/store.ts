@@ -64,6 +64,7 @@ import {
   type EventDocument,
   encodeState,
   Layout,
+  RECENT_EVENTS,
   SESSIONS,
   type SessionDocument,
   type SessionRefs,
@@ -119,6 +120,9 @@ const MAX_QUERY_LIMIT = 2 ** 31 - 1;
 const MAX_TTL_MS = 1_000 * 365.25 * 24 * 3_600 * 1_000;
 
 const MAX_TRANSACTION_ATTEMPTS = 100;
+
+/** What listing reads of a session document (not its `recent` ids). */
+const LISTED_FIELDS = ['appName', 'userId', 'id', 'idOrder', 'lastUpdateTime', 'lastUpdateKey', 'revision', 'state'];
 
 const RESERVED_FIELDS = new Set([
   'appName',
@@ -265,6 +269,7 @@ export class FirestoreStore implements SessionStore {
       eventCount: 0,
       incarnation,
       state: encodeState(input.state),
+      recent: [],
     };
     const fields = { ...head, ...this.#expiry() };
     assertDocumentFits('state', refs.session.path, fields);
@@ -318,6 +323,23 @@ export class FirestoreStore implements SessionStore {
     call: StoreCall | undefined,
   ): Promise<LoadResult | undefined> {
     const refs = this.#layout.session(key);
+    if (filter.limit !== undefined && filter.limit > 0) {
+      // The last n events by their ids, kept in the session document: no query, whatever the history's length.
+      const [session, user, app] = await this.firestore.getAll(refs.session, refs.user, refs.app);
+      if (!session?.exists) return undefined;
+      const head = session.data() as SessionDocument;
+      checkCall(call);
+      const recent = await this.#recentEvents(refs, head, filter.limit, session.readTime);
+      if (recent) {
+        return {
+          session: toRecord(head),
+          userState: decodeState(user?.get('state')),
+          appState: decodeState(app?.get('state')),
+          events: selectStored(recent, filter, head.eventCount),
+        };
+      }
+      checkCall(call);
+    }
     const query = eventQuery(refs, filter);
     const read = await this.#readTogether([refs.session, refs.user, refs.app], query, call);
     const [session, user, app] = read.docs as [DocumentSnapshot, DocumentSnapshot, DocumentSnapshot];
@@ -353,11 +375,17 @@ export class FirestoreStore implements SessionStore {
     assertDocumentFits('event', eventRef.path, { ...sizeProbe });
     const userIdentity = { appName: storeText(input.key.appName), userId: storeText(input.key.userId) };
     const appIdentity = { appName: userIdentity.appName };
+    const bucketRefs: DocumentReference[] = [];
+    if (Object.keys(userDelta).length > 0) bucketRefs.push(refs.user);
+    if (Object.keys(appDelta).length > 0) bucketRefs.push(refs.app);
     return this.#transaction('appendEvent', call, async (tx): Promise<AppendResult> => {
-      const wanted = [refs.session, eventRef];
-      if (Object.keys(userDelta).length > 0) wanted.push(refs.user);
-      if (Object.keys(appDelta).length > 0) wanted.push(refs.app);
-      const [session, existing, ...buckets] = await tx.getAll(...wanted);
+      // The buckets are written blind (merged field by field), so the transaction does not read
+      // them: it would lock every app's and user's document against all other sessions' appends.
+      // They are read beside it only to refuse a bucket that would outgrow its document.
+      const [[session, existing], buckets] = await settleAll<[DocumentSnapshot[], DocumentSnapshot[]]>([
+        tx.getAll(refs.session, eventRef),
+        bucketRefs.length > 0 ? this.firestore.getAll(...bucketRefs) : Promise.resolve([]),
+      ]);
       if (!session?.exists) return { status: 'missing' };
       const head = session.data() as SessionDocument;
       const stored = existing?.exists ? (existing.data() as EventDocument) : undefined;
@@ -380,7 +408,9 @@ export class FirestoreStore implements SessionStore {
         incarnation: head.incarnation,
         json,
       };
+      const recent = current ? undefined : [...(head.recent ?? []), eventRef.id].slice(-RECENT_EVENTS);
       const headUpdate = {
+        ...(recent ? { recent } : {}),
         revision: newRevision,
         lastUpdateTime: input.lastUpdateTime,
         lastUpdateKey: numberKey(input.lastUpdateTime),
@@ -431,7 +461,10 @@ export class FirestoreStore implements SessionStore {
     const sessions = this.#layout.sessions(query.appName);
     // By the user's encoded id, never the raw one: a long user id is too large for a query value.
     const matching = query.userId === undefined ? sessions : sessions.where('userKey', '==', documentId(query.userId));
-    const ordered = matching.orderBy('lastUpdateKey', query.order).orderBy('idOrder', 'asc');
+    const ordered = matching
+      .select(...LISTED_FIELDS)
+      .orderBy('lastUpdateKey', query.order)
+      .orderBy('idOrder', 'asc');
     const appRef = this.#layout.app(query.appName);
     // How many sessions from the start the window needs; may be beyond what a query takes.
     const needed = query.limit === undefined ? undefined : query.offset + query.limit;
@@ -467,7 +500,12 @@ export class FirestoreStore implements SessionStore {
       checkCall(call);
       const tied = await this.#readAt(at, async (tx) =>
         (
-          await tx.get(matching.where('lastUpdateKey', '==', last.lastUpdateKey).where('idOrder', '==', last.idOrder))
+          await tx.get(
+            matching
+              .select(...LISTED_FIELDS)
+              .where('lastUpdateKey', '==', last.lastUpdateKey)
+              .where('idOrder', '==', last.idOrder),
+          )
         ).docs.map((doc) => doc.data() as SessionDocument),
       );
       heads = [
@@ -543,6 +581,38 @@ export class FirestoreStore implements SessionStore {
       if (committed || isAdkStateError(error)) throw error;
       throw new BackendError(operation, error, { mayHaveApplied: false });
     }
+  }
+
+  /**
+   * The last `n` events of a session (fewer if it has fewer) by the ids its
+   * document keeps, as they were at `at`, the document's read time; undefined
+   * when the ids do not cover them (a session written before `recent` existed)
+   * or the documents do not match (left over from a deleted session), and the
+   * caller then reads with a query. The events are read as they are now,
+   * which is the state at `at` unless one of them changed since (every such
+   * change also changes the session); only then are they read again at `at`.
+   */
+  async #recentEvents(
+    refs: SessionRefs,
+    head: SessionDocument,
+    n: number,
+    at: Timestamp,
+  ): Promise<EventDocument[] | undefined> {
+    const recent = head.recent;
+    const count = Math.min(n, head.eventCount);
+    if (!Array.isArray(recent) || recent.length < count) return undefined;
+    if (count === 0) return [];
+    const wanted = recent.slice(recent.length - count).map((id) => refs.events.doc(id));
+    let docs = await this.firestore.getAll(...wanted);
+    if (!docs.every((doc) => doc.exists && compareTimes(at, doc.updateTime) > 0)) {
+      docs = await this.#readAt(at, (tx) => tx.getAll(...wanted));
+    }
+    const first = head.eventCount - count + 1;
+    const events = docs.map((doc) => (doc.exists ? (doc.data() as EventDocument) : undefined));
+    const matches = events.every(
+      (event, index) => event?.incarnation === head.incarnation && event.seq === first + index,
+    );
+    return matches ? (events as EventDocument[]) : undefined;
   }
 
   /** Reads in a read-only transaction at the fixed time `at` (no transaction is begun: nothing to roll back). */

@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { InvalidArgumentError, selectEvents } from '@adk-state/core';
 import { createEvent, type Event, type Session } from '@google/adk';
-import type { Firestore } from '@google-cloud/firestore';
+import { FieldValue, type Firestore } from '@google-cloud/firestore';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { documentId } from '../src/encoding.js';
 import { DocumentTooLargeError, FirestoreSessionService, type FirestoreSessionServiceOptions } from '../src/index.js';
@@ -463,5 +463,38 @@ describe('the root collection', () => {
         InvalidArgumentError,
       );
     }
+  });
+});
+
+describe('the last events by id', () => {
+  it('keeps the ids of the last 100 events in the session document, and reads sessions written without them', async () => {
+    const sessions = service();
+    const appName = app();
+    const key = { appName, userId: 'u', sessionId: 's' };
+    const session = await sessions.createSession(key);
+    const appended: string[] = [];
+    for (let n = 0; n < 104; n++) appended.push((await sessions.appendEvent({ session, event: event({ n }) })).id);
+    // Appending an id again replaces that event in place: the ids stay as they are.
+    await sessions.appendEvent({ session, event: event({ again: true }, { id: appended[100] as string }) });
+    const head = firestore
+      .collection(rootCollection)
+      .doc(documentId(appName))
+      .collection('adk_sessions')
+      .doc(documentId('u', 's'));
+    expect((await head.get()).get('recent')).toEqual(appended.slice(-100).map((id) => documentId(id)));
+    const recentIds = async (n: number) =>
+      (await sessions.getSession({ ...key, config: { numRecentEvents: n } }))?.events.map((e) => e.id);
+    expect(await recentIds(3)).toEqual(appended.slice(-3));
+    expect(await recentIds(101)).toEqual(appended.slice(-101));
+    expect(await recentIds(500)).toEqual(appended);
+
+    // A session document written before the ids were kept: read with a query, and kept from the next append on.
+    await head.update({ recent: FieldValue.delete() });
+    expect(await recentIds(5)).toEqual(appended.slice(-5));
+    const reloaded = (await sessions.getSession(key)) as Session;
+    appended.push((await sessions.appendEvent({ session: reloaded, event: event({ n: 104 }) })).id);
+    expect((await head.get()).get('recent')).toEqual([documentId(appended[appended.length - 1] as string)]);
+    expect(await recentIds(1)).toEqual(appended.slice(-1));
+    expect(await recentIds(4)).toEqual(appended.slice(-4));
   });
 });

@@ -12,7 +12,7 @@ import { encodeEvent, mergeInto, type SessionKey, StateSessionService, splitStat
 import type { Event } from '@google/adk';
 import type { DocumentData, WriteBatch } from '@google-cloud/firestore';
 import { documentId, idOrder, numberKey, storeText } from '../../src/encoding.js';
-import { encodeState, Layout, statePaths } from '../../src/layout.js';
+import { encodeState, Layout, RECENT_EVENTS, statePaths } from '../../src/layout.js';
 import type { FirestoreStore } from '../../src/store.js';
 
 /** Writes per commit (Firestore allows 500). */
@@ -70,7 +70,9 @@ export async function seedHistory(store: FirestoreStore, key: SessionKey, events
   });
   await inBatches(store, documents, (batch, { id, document }) => batch.set(layout.event(refs, id), document));
   const last = events[events.length - 1] as Event;
+  const recent = events.slice(-RECENT_EVENTS).map((event) => layout.event(refs, event.id).id);
   await refs.session.update({
+    ...ifPresent(head, 'recent', recent),
     revision,
     eventCount: seq,
     lastUpdateTime: last.timestamp,
