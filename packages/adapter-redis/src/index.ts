@@ -161,6 +161,8 @@ function toTtlMs(seconds: number | undefined): number {
 
 /** How long `close()` lets QUIT take before it drops the connection. */
 const QUIT_TIMEOUT_MS = 2_000;
+/** How long `close()` waits for the client to end once the connection is dropped. */
+const END_TIMEOUT_MS = 5_000;
 
 /**
  * Quits a client the service made, and resolves once it has ended: QUIT when
@@ -170,14 +172,36 @@ const QUIT_TIMEOUT_MS = 2_000;
 async function quit(client: Redis): Promise<void> {
   if (client.status === 'end') return;
   const ended = new Promise<void>((resolve) => client.once('end', () => resolve()));
+  if (client.status === 'ready')
+    await within(
+      QUIT_TIMEOUT_MS,
+      client.quit().catch(() => {}),
+    );
+  const status = client.status as string;
+  if (status !== 'end') {
+    client.disconnect();
+    if (status === 'reconnecting') {
+      // Between two attempts there is no connection whose close would end the
+      // client: one more attempt, already marked as closing, ends it (at once
+      // if it fails; if it succeeds, it is dropped like any other).
+      client.connect().then(
+        () => client.disconnect(),
+        () => {},
+      );
+    }
+  }
+  await within(END_TIMEOUT_MS, ended);
+}
+
+/** Waits for `promise`, but no longer than `ms`. */
+async function within(ms: number, promise: Promise<unknown>): Promise<void> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   const late = new Promise<void>((resolve) => {
-    timer = setTimeout(resolve, QUIT_TIMEOUT_MS);
+    timer = setTimeout(resolve, ms);
   });
-  if (client.status === 'ready') {
-    await Promise.race([client.quit().catch(() => {}), late]);
+  try {
+    await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
   }
-  clearTimeout(timer);
-  if ((client.status as string) !== 'end') client.disconnect();
-  await ended;
 }
