@@ -46,34 +46,66 @@ export class CommandAbandoned extends Error {
   }
 }
 
-export class Connection {
+/**
+ * Counts a client's `ready` events while at least one command waits in its
+ * offline queue: one listener per client, however many stores share it, and
+ * none once nothing waits.
+ */
+class ReadyCounter {
+  count = 0;
+  #holders = 0;
   readonly #client: CommandClient;
-  readonly #own: boolean;
-  /** How many times the client has become ready (counted while a queued command waits, or always for our own client). */
-  #readyCount = 0;
-  /** Queued commands waiting for an answer, on a client we do not own (the `ready` listener is only there meanwhile). */
-  #waiting = 0;
-  /** The last connection error of our own client, since it was last ready. */
-  #lastError: Error | undefined;
-  readonly #onReady = () => {
-    this.#readyCount++;
-    if (this.#own) this.#lastError = undefined;
+  readonly #listener = () => {
+    this.count++;
   };
 
+  constructor(client: CommandClient) {
+    this.#client = client;
+  }
+
+  hold(): void {
+    if (this.#holders++ === 0) this.#client.on?.('ready', this.#listener);
+  }
+
+  release(): void {
+    if (--this.#holders === 0) this.#client.off?.('ready', this.#listener);
+  }
+}
+
+const counters = new WeakMap<CommandClient, ReadyCounter>();
+
+function readyCounter(client: CommandClient): ReadyCounter {
+  let counter = counters.get(client);
+  if (!counter) {
+    counter = new ReadyCounter(client);
+    counters.set(client, counter);
+  }
+  return counter;
+}
+
+export class Connection {
+  readonly #client: CommandClient;
+  readonly #ready: ReadyCounter;
+  /** The last connection error of our own client, since it was last ready. */
+  #lastError: Error | undefined;
+
   /**
-   * @param own True for a client the service created: it gets an `error`
-   *   listener (ioredis prints "Unhandled error event" without one) and a
-   *   lasting `ready` listener. A client the caller passed in gets no lasting
-   *   listener: only a `ready` listener while a command waits in its offline queue.
+   * @param own True for a client the service created: it gets lasting
+   *   `error` and `ready` listeners (ioredis prints "Unhandled error event"
+   *   without an error listener). A client the caller passed in gets no
+   *   lasting listener: only a `ready` listener while a command waits in its
+   *   offline queue.
    */
   constructor(client: CommandClient, own: boolean) {
     this.#client = client;
-    this.#own = own;
+    this.#ready = readyCounter(client);
     if (own) {
       client.on?.('error', (error: unknown) => {
         if (error instanceof Error) this.#lastError = error;
       });
-      client.on?.('ready', this.#onReady);
+      client.on?.('ready', () => {
+        this.#lastError = undefined;
+      });
     }
   }
 
@@ -93,15 +125,15 @@ export class Connection {
         mayHaveApplied: false,
       });
     }
+    // Not ready: ioredis puts the command in its offline queue, and writes it once the client is ready.
     const queued = this.#client.status !== 'ready' && this.#client.isCluster !== true;
-    const watched = queued && !this.#own;
-    if (watched && this.#waiting++ === 0) this.#client.on?.('ready', this.#onReady);
-    const readyBefore = this.#readyCount;
+    if (queued) this.#ready.hold();
+    const readyBefore = this.#ready.count;
     let reply: Promise<unknown>;
     try {
       reply = this.#client.call(command, args);
     } catch (error) {
-      if (watched) this.#unwatch();
+      if (queued) this.#ready.release();
       throw this.#failure(step, error, queued);
     }
     try {
@@ -116,14 +148,10 @@ export class Connection {
         if (call?.usage) call.usage.roundTrips++;
         throw error;
       }
-      throw this.#failure(step, error, queued && this.#readyCount === readyBefore);
+      throw this.#failure(step, error, queued && this.#ready.count === readyBefore);
     } finally {
-      if (watched) this.#unwatch();
+      if (queued) this.#ready.release();
     }
-  }
-
-  #unwatch(): void {
-    if (--this.#waiting === 0) this.#client.off?.('ready', this.#onReady);
   }
 
   /** A client-side failure as a BackendError, with the last connection error of our own client. */

@@ -76,12 +76,17 @@ describe.skipIf(!available)('honest outcomes of failed writes (server of its own
     client.on('error', () => {});
     try {
       const before = { error: client.listenerCount('error'), ready: client.listenerCount('ready') };
-      const service = new RedisSessionService({ client });
+      // Many services on one client: while their commands wait, the client has one listener more, not one each.
+      const services = Array.from({ length: 12 }, () => new RedisSessionService({ client }));
       expect({ error: client.listenerCount('error'), ready: client.listenerCount('ready') }).toEqual(before);
-      const failures = await Promise.all([
-        failureOf(service.createSession(key())),
-        failureOf(service.deleteSession(key())),
-      ]);
+      const pending = Promise.all(
+        services.flatMap((service) => [
+          failureOf(service.createSession(key())),
+          failureOf(service.deleteSession(key())),
+        ]),
+      );
+      expect(client.listenerCount('ready')).toBe(before.ready + 1);
+      const failures = await pending;
       for (const failure of failures) {
         expect(failure).toMatchObject({ code: 'BACKEND_ERROR', mayHaveApplied: false });
         expect(failure?.message).toMatch(/max retries per request/i);
