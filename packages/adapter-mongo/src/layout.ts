@@ -1,11 +1,14 @@
 /**
- * The documents and indexes of the MongoDB layout. Four collections: sessions
- * (head and session state), events (one document per event, so no conversation
- * ever meets the 16 MB document limit), user state and app state. Every
- * document carries `schemaVersion`.
+ * The documents and indexes of the MongoDB layout. Two collections, both
+ * keyed by app and user first (a shard key for sharded clusters): sessions,
+ * which holds each session's head and state and the user and app state
+ * buckets, so that a session and the buckets an append changes are written
+ * by one command; and events, one document per event, so no conversation
+ * ever meets the 16 MB document limit. Every document carries
+ * `schemaVersion`.
  */
 import type { Bucket } from '@adk-state/core';
-import type { IndexDescription } from 'mongodb';
+import type { Document, IndexDescription } from 'mongodb';
 import { decodeFieldName, encodeFieldName, encodeKeyPart, type KeyPart } from './encoding.js';
 
 export const SCHEMA_VERSION = 1;
@@ -18,8 +21,6 @@ export type StateFields = Record<string, string>;
 
 export interface SessionDoc {
   _id: { app: KeyPart; user: KeyPart; id: KeyPart };
-  /** Unique per creation of the key: events belong to one incarnation, so a recreated id starts empty. */
-  incarnation: string;
   /** Orders ties in listings as JavaScript compares the ids. */
   sortId: string;
   lastUpdateTime: number;
@@ -32,7 +33,7 @@ export interface SessionDoc {
 }
 
 export interface EventDoc {
-  _id: { incarnation: string; id: KeyPart };
+  _id: { app: KeyPart; user: KeyPart; session: KeyPart; id: KeyPart };
   /** Position in append order; a re-appended id keeps its own. */
   seq: number;
   timestamp: number;
@@ -42,26 +43,21 @@ export interface EventDoc {
   schemaVersion: number;
 }
 
+/** A user bucket (`user` is the user id) or the app bucket (`user` is null), in the sessions collection. */
 export interface BucketDoc {
-  _id: { app: KeyPart; user?: KeyPart };
+  _id: { app: KeyPart; user: KeyPart | null };
   state: StateFields;
   schemaVersion: number;
 }
 
 export interface CollectionNames {
+  /** Session heads and state, and the user and app state buckets. */
   sessions: string;
   events: string;
-  userStates: string;
-  appStates: string;
 }
 
 export function collectionNames(prefix: string): CollectionNames {
-  return {
-    sessions: `${prefix}sessions`,
-    events: `${prefix}events`,
-    userStates: `${prefix}user_states`,
-    appStates: `${prefix}app_states`,
-  };
+  return { sessions: `${prefix}sessions`, events: `${prefix}events` };
 }
 
 export function sessionId(appName: string, userId: string, id: string): SessionDoc['_id'] {
@@ -72,9 +68,35 @@ export function userBucketId(appName: string, userId: string): BucketDoc['_id'] 
   return { app: encodeKeyPart(appName), user: encodeKeyPart(userId) };
 }
 
+/** The app bucket's `_id`: no user (null, which no user id can be), so it carries both shard key fields. */
 export function appBucketId(appName: string): BucketDoc['_id'] {
-  return { app: encodeKeyPart(appName) };
+  return { app: encodeKeyPart(appName), user: null };
 }
+
+export function eventId(appName: string, userId: string, session: string, id: string): EventDoc['_id'] {
+  return {
+    app: encodeKeyPart(appName),
+    user: encodeKeyPart(userId),
+    session: encodeKeyPart(session),
+    id: encodeKeyPart(id),
+  };
+}
+
+/** The filter of one session's events: an equality on the shard key fields and the session, served by `session_seq`. */
+export function eventsOf(appName: string, userId: string, session: string): Document {
+  return {
+    '_id.app': encodeKeyPart(appName),
+    '_id.user': encodeKeyPart(userId),
+    '_id.session': encodeKeyPart(session),
+  };
+}
+
+/**
+ * Session heads only: every head has a numeric `lastUpdateTime`, the bucket
+ * documents of the sessions collection have none. A range on the listing
+ * indexes' second field, so a listing never reads a bucket.
+ */
+export const SESSION_HEADS: Document = { lastUpdateTime: { $gte: Number.NEGATIVE_INFINITY } };
 
 /** The stored form of a whole bucket. */
 export function toStateFields(bucket: Bucket): StateFields {
@@ -115,8 +137,16 @@ export function sessionIndexes(withTtl: boolean): IndexDescription[] {
   return indexes;
 }
 
+/**
+ * The log of one session in append order. Not unique: the revision
+ * compare-and-set already keeps positions apart, and a stale writer whose
+ * event upsert shares a command with its (failed) revision check must meet a
+ * stale session, not a duplicate key.
+ */
 export function eventIndexes(withTtl: boolean): IndexDescription[] {
-  const indexes: IndexDescription[] = [{ name: 'session_seq', key: { '_id.incarnation': 1, seq: 1 }, unique: true }];
+  const indexes: IndexDescription[] = [
+    { name: 'session_seq', key: { '_id.app': 1, '_id.user': 1, '_id.session': 1, seq: 1 } },
+  ];
   if (withTtl) indexes.push({ name: 'expiry', key: { expiresAt: 1 }, expireAfterSeconds: 0 });
   return indexes;
 }

@@ -1,16 +1,19 @@
 /**
  * The MongoDB store: each operation is one multi-document transaction with
- * as few statements as the layout allows. An append is a compare-and-set on
- * the session's revision (which also writes the session state), an upsert of
- * the event document and, when the delta has them, upserts of the user and
- * app buckets, then the commit. Concurrent writers of one session meet on the
- * session document: MongoDB lets exactly one of them write it.
+ * as few commands as the layout allows. An append is a compare-and-set on
+ * the session's revision (an update that matches only the expected revision
+ * and also writes the session state), an upsert of the event document and,
+ * when the delta has them, upserts of the user and app buckets, then the
+ * commit. Where the server has MongoDB 8's `bulkWrite` command, all of the
+ * writes go in that one command (2 round trips with the commit); otherwise
+ * the session and bucket writes share one `update` command of the sessions
+ * collection and the event its own (3). Concurrent writers of one session
+ * meet on the session document: MongoDB lets exactly one of them write it.
  *
- * Every statement carries the time left before the call's deadline as
+ * Every command carries the time left before the call's deadline as
  * `maxTimeMS` (and the call's abort signal, which driver 7 honours); a call
- * the service has given up on sends no further statement and never commits.
+ * the service has given up on sends no further command and never commits.
  */
-import { randomUUID } from 'node:crypto';
 import type {
   AppendInput,
   AppendResult,
@@ -18,6 +21,8 @@ import type {
   CreateInput,
   CreateResult,
   EventFilter,
+  ImportInput,
+  ImportResult,
   ListQuery,
   ListResult,
   LoadResult,
@@ -28,8 +33,17 @@ import type {
   StoredEvent,
 } from '@adk-state/core';
 import { AdkStateError, BackendError } from '@adk-state/core';
-import type { ClientSession, Collection, Db, Document, MongoClient } from 'mongodb';
-import { decodeKeyPart, encodeKeyPart, sortKey } from './encoding.js';
+import type {
+  AnyBulkWriteOperation,
+  ClientBulkWriteModel,
+  ClientSession,
+  Collection,
+  Db,
+  Document,
+  Filter,
+  MongoClient,
+} from 'mongodb';
+import { decodeKeyPart, encodeKeyPart, type KeyPart, sortKey } from './encoding.js';
 import {
   appBucketId,
   type BucketDoc,
@@ -37,9 +51,12 @@ import {
   collectionNames,
   EVENT_EXPIRY_GRACE_MS,
   type EventDoc,
+  eventId,
   eventIndexes,
+  eventsOf,
   fromStateFields,
   SCHEMA_VERSION,
+  SESSION_HEADS,
   type SessionDoc,
   type StateFields,
   sessionId,
@@ -48,7 +65,7 @@ import {
   toStateFields,
   userBucketId,
 } from './layout.js';
-import { assertTransactions } from './topology.js';
+import { assertTransactions, hasBulkWriteCommand } from './topology.js';
 
 export interface MongoStoreConfig {
   client: MongoClient;
@@ -72,25 +89,29 @@ export class SchemaVersionError extends AdkStateError {
   }
 }
 
-const NAMESPACE_EXISTS = 48;
-const DUPLICATE_KEY = 11000;
 const MAX_TIME_MS_EXPIRED = 50;
+/**
+ * How a server refuses a command it does not have (CommandNotFound,
+ * CommandNotSupported) or does not run in a transaction
+ * (OperationNotSupportedInTransaction): the store then stops using `bulkWrite`.
+ */
+const UNSUPPORTED_COMMAND = new Set([59, 115, 263]);
 const TRANSIENT = 'TransientTransactionError';
 const UNKNOWN_COMMIT_RESULT = 'UnknownTransactionCommitResult';
 /** How long a transaction is retried when its call has no deadline (as the driver's `withTransaction`). */
 const RETRY_WINDOW_MS = 120_000;
 /** The store methods that write; their failures say whether they were applied. */
-const WRITES = new Set(['createSession', 'appendEvent', 'deleteSession']);
+const WRITES = new Set(['createSession', 'appendEvent', 'deleteSession', 'importSession']);
 
 type SessionHeadDoc = Pick<SessionDoc, '_id' | 'lastUpdateTime' | 'revision' | 'state' | 'schemaVersion' | 'expiresAt'>;
 
-/** What a statement carries of its call: the time left (`maxTimeMS`) and the abort signal. */
+/** What a command carries of its call: the time left (`maxTimeMS`) and the abort signal. */
 interface CallOptions {
   maxTimeMS?: number;
   signal?: AbortSignal;
 }
 
-/** The statement options of a transaction's next statement. */
+/** The options of a transaction's next command. */
 interface StatementOptions extends CallOptions {
   session: ClientSession;
 }
@@ -98,8 +119,21 @@ interface StatementOptions extends CallOptions {
 /** What the work of one transaction gets. */
 interface TransactionScope {
   session: ClientSession;
-  /** Options for the next statement; throws once the call is abandoned, so no further statement is sent. */
+  /** Options for the next command; throws once the call is abandoned, so no further command is sent. */
   next(): StatementOptions;
+}
+
+/** One write of a transaction, to the sessions or the events collection. */
+type Write = { to: 'sessions' | 'events' } & (
+  | { op: 'updateOne'; filter: Document; update: Document; upsert?: boolean }
+  | { op: 'insertOne'; document: Document }
+  | { op: 'deleteOne' | 'deleteMany'; filter: Document }
+);
+
+/** What one write of a `bulkWrite` command did: documents matched (an upsert counts its own), inserted or deleted. */
+interface WriteOutcome {
+  n: number;
+  upserted: boolean;
 }
 
 /** The service gave up on the call at its deadline; the store sends nothing more for it. */
@@ -107,6 +141,14 @@ class CallAbandoned extends Error {
   constructor() {
     super('the call passed its deadline (timeoutMs) before this step');
     this.name = 'CallAbandoned';
+  }
+}
+
+/** The server refused `bulkWrite`: the transaction runs again with a command per collection. */
+class BulkWriteUnavailable extends Error {
+  constructor() {
+    super('the server has no multi-collection bulkWrite command');
+    this.name = 'BulkWriteUnavailable';
   }
 }
 
@@ -130,11 +172,11 @@ export class MongoStore implements SessionStore {
   readonly db: Db;
   readonly names: CollectionNames;
   readonly #config: MongoStoreConfig;
-  readonly #sessions: Collection<SessionDoc>;
-  readonly #events: Collection<EventDoc>;
-  readonly #userStates: Collection<BucketDoc>;
-  readonly #appStates: Collection<BucketDoc>;
+  /** Session heads and state, user buckets and app buckets. */
+  readonly #sessions: Collection;
+  readonly #events: Collection;
   #ready: Promise<void> | undefined;
+  #bulkWrite = false;
 
   constructor(config: MongoStoreConfig) {
     this.#config = config;
@@ -143,13 +185,21 @@ export class MongoStore implements SessionStore {
     this.names = collectionNames(config.collectionPrefix);
     this.#sessions = this.db.collection(this.names.sessions);
     this.#events = this.db.collection(this.names.events);
-    this.#userStates = this.db.collection(this.names.userStates);
-    this.#appStates = this.db.collection(this.names.appStates);
   }
 
   /**
-   * Connects (a client the store created), refuses a standalone server and
-   * creates the indexes; once per store, again after a failure.
+   * True once {@link ready} found MongoDB 8's multi-collection `bulkWrite`
+   * command (a server of wire version 25 or newer and a driver that has
+   * `MongoClient.bulkWrite`): an append is then one command and the commit.
+   */
+  get usesBulkWrite(): boolean {
+    return this.#bulkWrite;
+  }
+
+  /**
+   * Connects (a client the store created), refuses a standalone server,
+   * looks for the `bulkWrite` command and creates the indexes; once per
+   * store, again after a failure.
    */
   ready(): Promise<void> {
     this.#ready ??= this.#prepare().catch((error: unknown) => {
@@ -161,24 +211,15 @@ export class MongoStore implements SessionStore {
 
   async #prepare(): Promise<void> {
     if (this.#config.ownsClient) await this.client.connect();
-    await assertTransactions(this.db, this.client.options.hosts.map(String).join(','));
+    const hello = await assertTransactions(this.db, this.client.options.hosts.map(String).join(','));
+    this.#bulkWrite = hasBulkWriteCommand(hello, this.client);
     const withTtl = this.#config.sessionTtlSeconds !== undefined;
-    // The bucket collections exist before any transaction writes them: MongoDB
+    // Both collections exist before any transaction writes them: MongoDB
     // cannot create a collection inside a transaction that spans shards.
     await Promise.all([
       this.#sessions.createIndexes(sessionIndexes(withTtl)),
       this.#events.createIndexes(eventIndexes(withTtl)),
-      this.#createCollection(this.names.userStates),
-      this.#createCollection(this.names.appStates),
     ]);
-  }
-
-  async #createCollection(name: string): Promise<void> {
-    try {
-      await this.db.command({ create: name });
-    } catch (error) {
-      if ((error as { code?: unknown }).code !== NAMESPACE_EXISTS) throw error;
-    }
   }
 
   /**
@@ -226,7 +267,8 @@ export class MongoStore implements SessionStore {
           });
           result = await work(scope);
         } catch (error) {
-          if (hasLabel(error, TRANSIENT) && timeLeft()) {
+          // Nothing of a refused bulkWrite was applied: the same work again, a command per collection.
+          if (error instanceof BulkWriteUnavailable || (hasLabel(error, TRANSIENT) && timeLeft())) {
             renew();
             continue;
           }
@@ -260,150 +302,311 @@ export class MongoStore implements SessionStore {
     }
   }
 
+  /**
+   * Sends `writes` in one `bulkWrite` command, in order, and returns what
+   * each did. A server that turns out not to have the command (a
+   * deployment still at feature compatibility 7.0) makes the store stop
+   * using it, and the transaction runs again without it.
+   */
+  async #bulk(writes: Write[], scope: TransactionScope): Promise<WriteOutcome[]> {
+    const models = writes.map((write) => this.#clientModel(write));
+    let result: Awaited<ReturnType<MongoClient['bulkWrite']>>;
+    try {
+      result = await this.client.bulkWrite(models, { ...scope.next(), ordered: true, verboseResults: true });
+    } catch (failure) {
+      const error = bulkWriteCause(failure);
+      if (UNSUPPORTED_COMMAND.has((error as { code?: unknown } | null)?.code as number)) {
+        this.#bulkWrite = false;
+        throw new BulkWriteUnavailable();
+      }
+      throw error;
+    }
+    return writes.map((write, index): WriteOutcome => {
+      if (write.op === 'insertOne') return { n: 1, upserted: false };
+      if (write.op === 'updateOne') {
+        const updated = result.updateResults?.get(index);
+        return { n: updated?.matchedCount ?? 0, upserted: updated?.didUpsert === true };
+      }
+      return { n: result.deleteResults?.get(index)?.deletedCount ?? 0, upserted: false };
+    });
+  }
+
+  #clientModel(write: Write): ClientBulkWriteModel {
+    const namespace = `${this.db.databaseName}.${write.to === 'sessions' ? this.names.sessions : this.names.events}`;
+    switch (write.op) {
+      case 'updateOne':
+        return {
+          namespace,
+          name: 'updateOne',
+          filter: write.filter,
+          update: write.update,
+          upsert: write.upsert === true,
+        };
+      case 'insertOne':
+        return { namespace, name: 'insertOne', document: write.document };
+      default:
+        return { namespace, name: write.op, filter: write.filter };
+    }
+  }
+
+  /**
+   * Sends `writes`, all to one collection, in one command (they are of one
+   * kind: `update`, `insert` or `delete`) and returns the driver's result.
+   */
+  async #collectionBulk(writes: Write[], scope: TransactionScope) {
+    const collection = writes[0]?.to === 'events' ? this.#events : this.#sessions;
+    const models = writes.map(collectionModel);
+    return collection.bulkWrite(models, { ...scope.next(), ordered: true });
+  }
+
+  /** The upserts of the user and app buckets that merge the deltas (none for an empty delta). */
+  #bucketWrites(appName: string, userId: string, userDelta: Bucket, appDelta: Bucket): Write[] {
+    const writes: Write[] = [];
+    if (userDelta.size > 0) {
+      writes.push({
+        to: 'sessions',
+        op: 'updateOne',
+        filter: { _id: userBucketId(appName, userId) },
+        update: bucketUpdate(userDelta),
+        upsert: true,
+      });
+    }
+    if (appDelta.size > 0) {
+      writes.push({
+        to: 'sessions',
+        op: 'updateOne',
+        filter: { _id: appBucketId(appName) },
+        update: bucketUpdate(appDelta),
+        upsert: true,
+      });
+    }
+    return writes;
+  }
+
   #expired(doc: { expiresAt?: unknown }, now: number): boolean {
     return doc.expiresAt instanceof Date && doc.expiresAt.getTime() <= now;
   }
 
-  async createSession(input: CreateInput, call?: StoreCall): Promise<CreateResult> {
-    const { appName, userId, sessionId: id } = input.key;
+  /** The events' expiry for an append at `now`: past the session's own (it was created no later), plus the grace period. */
+  #eventExpiry(now: number): { expiresAt?: Date } {
+    const ttl = this.#config.sessionTtlSeconds;
+    return ttl === undefined ? {} : { expiresAt: new Date(now + ttl * 1000 + EVENT_EXPIRY_GRACE_MS) };
+  }
+
+  /** A new session's head, created with an upsert that only inserts (`$setOnInsert`): it matches an existing key instead. */
+  #createHead(key: SessionKey, fields: Omit<SessionDoc, '_id' | 'sortId' | 'createdAt' | 'schemaVersion'>): Write {
     const now = this.#config.now();
     const ttl = this.#config.sessionTtlSeconds;
-    const doc: SessionDoc = {
-      _id: sessionId(appName, userId, id),
-      incarnation: randomUUID(),
-      sortId: sortKey(id),
-      lastUpdateTime: input.createTime,
-      revision: input.revision,
-      state: toStateFields(input.state),
+    const head: Omit<SessionDoc, '_id'> = {
+      sortId: sortKey(key.sessionId),
+      ...fields,
       createdAt: new Date(now),
       ...(ttl !== undefined ? { expiresAt: new Date(now + ttl * 1000) } : {}),
       schemaVersion: SCHEMA_VERSION,
     };
+    return {
+      to: 'sessions',
+      op: 'updateOne',
+      filter: { _id: sessionId(key.appName, key.userId, key.sessionId) },
+      update: { $setOnInsert: head },
+      upsert: true,
+    };
+  }
+
+  /**
+   * With a time-to-live, events an expired session of the same key left
+   * behind (they outlive it by the grace period): a new session starts empty.
+   */
+  #strays(key: SessionKey): Write[] {
+    if (this.#config.sessionTtlSeconds === undefined) return [];
+    return [{ to: 'events', op: 'deleteMany', filter: eventsOf(key.appName, key.userId, key.sessionId) }];
+  }
+
+  /**
+   * Creates a session with `create` (one transaction that resolves undefined
+   * when the key exists); an expired session the TTL monitor has not removed
+   * yet does not hold its key, so it is removed and the creation tried again.
+   */
+  async #createUnlessExists<T>(
+    operation: string,
+    key: SessionKey,
+    call: StoreCall | undefined,
+    create: () => Promise<T | undefined>,
+  ): Promise<T | undefined> {
     for (let attempt = 0; ; attempt++) {
-      const created = await this.#transaction('createSession', call, async (scope) => {
-        try {
-          await this.#sessions.insertOne(doc, scope.next());
-        } catch (error) {
-          if (!isDuplicateKey(error)) throw error;
-          await scope.session.abortTransaction();
-          return undefined;
-        }
-        return this.#mergeBuckets(input, scope);
-      });
-      if (created) return created;
-      // An expired session the TTL monitor has not removed yet does not hold its key.
-      if (attempt > 0 || !(await this.#removeExpired(doc._id, now, call))) return { status: 'exists' };
+      const created = await create();
+      if (created !== undefined) return created;
+      if (attempt > 0 || !(await this.#removeExpired(operation, key, call))) return undefined;
     }
   }
 
-  /** Deletes the session `id` if it has expired; true when it did. */
-  async #removeExpired(id: SessionDoc['_id'], now: number, call: StoreCall | undefined): Promise<boolean> {
+  async createSession(input: CreateInput, call?: StoreCall): Promise<CreateResult> {
+    const { appName, userId } = input.key;
+    const head = this.#createHead(input.key, {
+      lastUpdateTime: input.createTime,
+      revision: input.revision,
+      state: toStateFields(input.state),
+    });
+    const sessionWrites = [head, ...this.#bucketWrites(appName, userId, input.userDelta, input.appDelta)];
+    const strays = this.#strays(input.key);
+    const created = await this.#createUnlessExists('createSession', input.key, call, () =>
+      this.#transaction('createSession', call, async (scope): Promise<CreateResult | undefined> => {
+        let fresh: boolean;
+        if (this.#bulkWrite && strays.length > 0) {
+          fresh = (await this.#bulk([...sessionWrites, ...strays], scope))[0]?.upserted === true;
+        } else {
+          fresh = (await this.#collectionBulk(sessionWrites, scope)).upsertedIds[0] !== undefined;
+          if (fresh && strays.length > 0) await this.#collectionBulk(strays, scope);
+        }
+        if (!fresh) {
+          await scope.session.abortTransaction();
+          return undefined;
+        }
+        const buckets = await this.#readBuckets(appName, [userBucketId(appName, userId)], scope);
+        return { status: 'created', userState: buckets.users.get(userId) ?? new Map(), appState: buckets.app };
+      }),
+    );
+    return created ?? { status: 'exists' };
+  }
+
+  /**
+   * Stores a whole session in one transaction: its head at `input.revision`,
+   * the bucket merges and every event (a repeated id keeps its first
+   * position and its last content), positioned just below the revision so
+   * that later appends follow them.
+   */
+  async importSession(input: ImportInput, call?: StoreCall): Promise<ImportResult> {
+    const { appName, userId, sessionId: id } = input.key;
+    const events: StoredEvent[] = [];
+    const positions = new Map<string, number>();
+    for (const event of input.events) {
+      const position = positions.get(event.id);
+      if (position === undefined) {
+        positions.set(event.id, events.length);
+        events.push(event);
+      } else {
+        events[position] = event;
+      }
+    }
+    const head = this.#createHead(input.key, {
+      lastUpdateTime: input.lastUpdateTime,
+      revision: input.revision,
+      state: toStateFields(input.state),
+    });
+    const sessionWrites = [head, ...this.#bucketWrites(appName, userId, input.userDelta, input.appDelta)];
+    const strays = this.#strays(input.key);
+    const expiry = this.#eventExpiry(this.#config.now());
+    const docs: EventDoc[] = events.map((event, index) => ({
+      _id: eventId(appName, userId, id, event.id),
+      seq: input.revision - events.length + index + 1,
+      timestamp: event.timestamp,
+      json: event.json,
+      ...expiry,
+      schemaVersion: SCHEMA_VERSION,
+    }));
+    const imported = await this.#createUnlessExists('importSession', input.key, call, () =>
+      this.#transaction('importSession', call, async (scope): Promise<ImportResult | undefined> => {
+        let fresh: boolean;
+        if (this.#bulkWrite) {
+          // Upserts, not inserts: were the key stored, its events must meet no duplicate key before the abort.
+          const upserts = docs.map(({ _id, ...fields }): Write => {
+            return { to: 'events', op: 'updateOne', filter: { _id }, update: { $set: fields }, upsert: true };
+          });
+          fresh = (await this.#bulk([...sessionWrites, ...strays, ...upserts], scope))[0]?.upserted === true;
+        } else {
+          fresh = (await this.#collectionBulk(sessionWrites, scope)).upsertedIds[0] !== undefined;
+          if (fresh && strays.length > 0) await this.#collectionBulk(strays, scope);
+          if (fresh && docs.length > 0) await this.#collectionBulk(docs.map(toInsert), scope);
+        }
+        if (!fresh) {
+          await scope.session.abortTransaction();
+          return undefined;
+        }
+        return { status: 'imported' };
+      }),
+    );
+    return imported ?? { status: 'exists' };
+  }
+
+  /** Deletes the session `key` if it has expired; true when it did. */
+  async #removeExpired(operation: string, key: SessionKey, call: StoreCall | undefined): Promise<boolean> {
     try {
       const removed = await this.#sessions.deleteOne(
-        { _id: id, expiresAt: { $lte: new Date(now) } },
+        where({
+          _id: sessionId(key.appName, key.userId, key.sessionId),
+          expiresAt: { $lte: new Date(this.#config.now()) },
+        }),
         callOptions(call),
       );
       return removed.deletedCount === 1;
     } catch (error) {
       // At most an expired session, which no reader sees, was removed: the creation itself was not applied.
-      throw new BackendError('createSession', error, {
+      throw new BackendError(operation, error, {
         mayHaveApplied: false,
         timedOut: error instanceof CallAbandoned,
       });
     }
   }
 
-  /**
-   * Merges the creation's user and app deltas and returns both whole buckets,
-   * in as few statements as the deltas allow: two find-and-modify upserts when
-   * both have entries, otherwise the upserts the deltas need and one read of
-   * both buckets through the session just inserted.
-   */
-  async #mergeBuckets(input: CreateInput, scope: TransactionScope): Promise<CreateResult> {
-    const { appName, userId, sessionId: id } = input.key;
-    const userKey = userBucketId(appName, userId);
-    const appId = appBucketId(appName);
-    const modify = { upsert: true, returnDocument: 'after', projection: { state: 1 } } as const;
-    if (input.userDelta.size > 0 && input.appDelta.size > 0) {
-      const user = await this.#userStates.findOneAndUpdate({ _id: userKey }, bucketUpdate(input.userDelta), {
-        ...modify,
-        ...scope.next(),
-      });
-      const app = await this.#appStates.findOneAndUpdate({ _id: appId }, bucketUpdate(input.appDelta), {
-        ...modify,
-        ...scope.next(),
-      });
-      return {
-        status: 'created',
-        userState: fromStateFields(user?.state as StateFields | undefined),
-        appState: fromStateFields(app?.state as StateFields | undefined),
-      };
-    }
-    if (input.userDelta.size > 0) {
-      await this.#userStates.updateOne({ _id: userKey }, bucketUpdate(input.userDelta), {
-        upsert: true,
-        ...scope.next(),
-      });
-    }
-    if (input.appDelta.size > 0) {
-      await this.#appStates.updateOne({ _id: appId }, bucketUpdate(input.appDelta), { upsert: true, ...scope.next() });
-    }
-    const [doc] = await this.#sessions
-      .aggregate(
-        [
-          { $match: { _id: sessionId(appName, userId, id) } },
-          { $project: { _id: 1 } },
-          this.#lookupBucket(this.names.userStates, userKey, 'userBucket'),
-          this.#lookupBucket(this.names.appStates, appId, 'appBucket'),
-        ],
-        scope.next(),
-      )
+  /** The app bucket and the user buckets `users` (their `_id`s), in one read. */
+  async #readBuckets(
+    appName: string,
+    users: BucketDoc['_id'][],
+    scope: TransactionScope,
+  ): Promise<{ app: Bucket; users: Map<string, Bucket> }> {
+    const docs = await this.#sessions
+      .find(where({ _id: { $in: [appBucketId(appName), ...users] } }), { ...scope.next(), projection: { state: 1 } })
       .toArray();
-    return {
-      status: 'created',
-      userState: fromStateFields((doc?.userBucket as BucketDoc[] | undefined)?.[0]?.state),
-      appState: fromStateFields((doc?.appBucket as BucketDoc[] | undefined)?.[0]?.state),
-    };
+    const result = { app: new Map() as Bucket, users: new Map<string, Bucket>() };
+    for (const doc of docs) {
+      const owner = (doc._id as unknown as BucketDoc['_id']).user;
+      const state = fromStateFields(doc.state as StateFields);
+      if (owner === null) result.app = state;
+      else result.users.set(decodeKeyPart(owner), state);
+    }
+    return result;
   }
 
   async loadSession(key: SessionKey, filter: EventFilter, call?: StoreCall): Promise<LoadResult | undefined> {
     const now = this.#config.now();
+    const { appName, userId, sessionId: id } = key;
     return this.#transaction('getSession', call, async (scope) => {
-      const [doc] = await this.#sessions
-        .aggregate(
-          [
-            { $match: { _id: sessionId(key.appName, key.userId, key.sessionId) } },
-            this.#lookupBucket(this.names.userStates, userBucketId(key.appName, key.userId), 'userBucket'),
-            this.#lookupBucket(this.names.appStates, appBucketId(key.appName), 'appBucket'),
-          ],
-          scope.next(),
+      // The head, the user bucket and the app bucket: one read of the sessions collection.
+      const docs = await this.#sessions
+        .find(
+          where({
+            _id: { $in: [sessionId(appName, userId, id), userBucketId(appName, userId), appBucketId(appName)] },
+          }),
+          {
+            ...scope.next(),
+            projection: { lastUpdateTime: 1, revision: 1, state: 1, schemaVersion: 1, expiresAt: 1 },
+          },
         )
         .toArray();
-      if (!doc || this.#expired(doc, now)) return undefined;
-      this.#checkVersion(this.names.sessions, doc);
-      const events = await this.#readEvents(doc.incarnation as string, filter, scope);
-      return {
-        session: this.#toRecord(doc as SessionHeadDoc),
-        userState: fromStateFields((doc.userBucket as BucketDoc[])[0]?.state),
-        appState: fromStateFields((doc.appBucket as BucketDoc[])[0]?.state),
-        events,
-      };
+      let head: SessionHeadDoc | undefined;
+      let userState: Bucket = new Map();
+      let appState: Bucket = new Map();
+      for (const doc of docs) {
+        const docId = doc._id as unknown as { user: KeyPart | null; id?: KeyPart };
+        if (docId.id !== undefined) head = doc as unknown as SessionHeadDoc;
+        else if (docId.user === null) appState = fromStateFields(doc.state as StateFields);
+        else userState = fromStateFields(doc.state as StateFields);
+      }
+      if (!head || this.#expired(head, now)) return undefined;
+      this.#checkVersion(this.names.sessions, head);
+      const events = await this.#readEvents(eventsOf(appName, userId, id), filter, scope);
+      return { session: this.#toRecord(head), userState, appState, events };
     });
   }
 
-  #lookupBucket(from: string, id: BucketDoc['_id'], as: string): Document {
-    return { $lookup: { from, pipeline: [{ $match: { _id: id } }, { $project: { _id: 0, state: 1 } }], as } };
-  }
-
   /**
-   * The events the filter keeps, read newest first from the (incarnation, seq)
+   * The events the filter keeps, read newest first from the `session_seq`
    * index and stopped at the first event at or before `afterTimestamp`, so the
    * cost follows the events returned, not the length of the history.
    */
-  async #readEvents(incarnation: string, filter: EventFilter, scope: TransactionScope): Promise<StoredEvent[]> {
+  async #readEvents(query: Document, filter: EventFilter, scope: TransactionScope): Promise<StoredEvent[]> {
     const { afterTimestamp, limit } = filter;
     if (limit === 0) return [];
-    const query = { '_id.incarnation': incarnation };
     const projection = { timestamp: 1, json: 1 };
     if (afterTimestamp === undefined && limit === undefined) {
       const docs = await this.#events.find(query, { ...scope.next(), projection, sort: { seq: 1 } }).toArray();
@@ -427,69 +630,80 @@ export class MongoStore implements SessionStore {
     return newestFirst.reverse();
   }
 
+  /**
+   * The revision check is an update that matches only the expected revision
+   * of a live session; the event upsert and the bucket upserts go with it.
+   * With `bulkWrite`: one command for all, then the commit. Without: the
+   * session and bucket writes in one `update` command of the sessions
+   * collection, the event upsert once the check passed, then the commit. A
+   * check that failed reads the stored revision and aborts: nothing written.
+   */
   async appendEvent(input: AppendInput, call?: StoreCall): Promise<AppendResult> {
     const { appName, userId, sessionId: id } = input.key;
     const key = sessionId(appName, userId, id);
     const now = this.#config.now();
-    return this.#transaction('appendEvent', call, async (scope): Promise<AppendResult> => {
-      const before = await this.#sessions.findOneAndUpdate(
-        { _id: key, revision: input.expectedRevision },
-        { $inc: { revision: 1 }, $set: { lastUpdateTime: input.lastUpdateTime, ...stateSets(input.sessionDelta) } },
-        { ...scope.next(), projection: { incarnation: 1, expiresAt: 1 }, returnDocument: 'before' },
-      );
-      if (!before || this.#expired(before, now)) {
-        const current =
-          before ??
-          (await this.#sessions.findOne({ _id: key }, { ...scope.next(), projection: { revision: 1, expiresAt: 1 } }));
-        await scope.session.abortTransaction();
-        if (!current || this.#expired(current, now)) return { status: 'missing' };
-        return { status: 'stale', revision: current.revision as number };
-      }
-      const expiresAt =
-        before.expiresAt instanceof Date ? new Date(before.expiresAt.getTime() + EVENT_EXPIRY_GRACE_MS) : undefined;
-      await this.#events.updateOne(
-        { _id: { incarnation: before.incarnation as string, id: encodeKeyPart(input.event.id) } },
-        {
-          $set: {
-            timestamp: input.event.timestamp,
-            json: input.event.json,
-            schemaVersion: SCHEMA_VERSION,
-            ...(expiresAt ? { expiresAt } : {}),
-          },
-          $setOnInsert: { seq: input.expectedRevision + 1 },
+    const check: Write = {
+      to: 'sessions',
+      op: 'updateOne',
+      filter: { _id: key, revision: input.expectedRevision, expiresAt: { $not: { $lte: new Date(now) } } },
+      update: {
+        $inc: { revision: 1 },
+        $set: { lastUpdateTime: input.lastUpdateTime, ...stateSets(input.sessionDelta) },
+      },
+    };
+    const buckets = this.#bucketWrites(appName, userId, input.userDelta, input.appDelta);
+    const event: Write = {
+      to: 'events',
+      op: 'updateOne',
+      filter: { _id: eventId(appName, userId, id, input.event.id) },
+      update: {
+        $set: {
+          timestamp: input.event.timestamp,
+          json: input.event.json,
+          schemaVersion: SCHEMA_VERSION,
+          ...this.#eventExpiry(now),
         },
-        { ...scope.next(), upsert: true },
-      );
-      if (input.userDelta.size > 0) {
-        await this.#upsertBucket(this.#userStates, userBucketId(appName, userId), input.userDelta, scope);
+        $setOnInsert: { seq: input.expectedRevision + 1 },
+      },
+      upsert: true,
+    };
+    return this.#transaction('appendEvent', call, async (scope): Promise<AppendResult> => {
+      let passed: boolean;
+      if (this.#bulkWrite) {
+        passed = (await this.#bulk([check, event, ...buckets], scope))[0]?.n === 1;
+      } else {
+        const result = await this.#collectionBulk([check, ...buckets], scope);
+        // Every bucket upsert matches or creates exactly one document: what is left is the check's own match.
+        passed = result.matchedCount + result.upsertedCount - buckets.length === 1;
+        if (passed) await this.#collectionBulk([event], scope);
       }
-      if (input.appDelta.size > 0) {
-        await this.#upsertBucket(this.#appStates, appBucketId(appName), input.appDelta, scope);
-      }
-      return { status: 'ok' };
+      if (passed) return { status: 'ok' };
+      const current = await this.#sessions.findOne(where({ _id: key }), {
+        ...scope.next(),
+        projection: { revision: 1, expiresAt: 1 },
+      });
+      await scope.session.abortTransaction();
+      if (!current || this.#expired(current as { expiresAt?: unknown }, now)) return { status: 'missing' };
+      return { status: 'stale', revision: current.revision as number };
     });
   }
 
-  async #upsertBucket(
-    collection: Collection<BucketDoc>,
-    id: BucketDoc['_id'],
-    delta: Bucket,
-    scope: TransactionScope,
-  ): Promise<void> {
-    await collection.updateOne({ _id: id }, bucketUpdate(delta), { ...scope.next(), upsert: true });
-  }
-
   async deleteSession(key: SessionKey, call?: StoreCall): Promise<void> {
+    const head: Write = {
+      to: 'sessions',
+      op: 'deleteOne',
+      filter: { _id: sessionId(key.appName, key.userId, key.sessionId) },
+    };
+    const events: Write = { to: 'events', op: 'deleteMany', filter: eventsOf(key.appName, key.userId, key.sessionId) };
     await this.#transaction('deleteSession', call, async (scope) => {
-      const removed = await this.#sessions.findOneAndDelete(
-        { _id: sessionId(key.appName, key.userId, key.sessionId) },
-        { ...scope.next(), projection: { incarnation: 1 } },
-      );
-      if (!removed) {
-        await scope.session.abortTransaction();
-        return;
+      let removed: boolean;
+      if (this.#bulkWrite) {
+        removed = (await this.#bulk([head, events], scope))[0]?.n === 1;
+      } else {
+        removed = (await this.#collectionBulk([head], scope)).deletedCount === 1;
+        if (removed) await this.#collectionBulk([events], scope);
       }
-      await this.#events.deleteMany({ '_id.incarnation': removed.incarnation }, scope.next());
+      if (!removed) await scope.session.abortTransaction();
     });
   }
 
@@ -497,63 +711,49 @@ export class MongoStore implements SessionStore {
     const now = this.#config.now();
     const filter: Document = { '_id.app': encodeKeyPart(query.appName) };
     if (query.userId !== undefined) filter['_id.user'] = encodeKeyPart(query.userId);
+    Object.assign(filter, SESSION_HEADS);
     // Expired sessions the TTL monitor has not removed yet are not listed.
     if (this.#config.sessionTtlSeconds !== undefined) filter.expiresAt = { $not: { $lte: new Date(now) } };
     return this.#transaction('listSessions', call, async (scope) => {
       const [counted] = await this.#sessions
-        .aggregate(
-          [
-            { $match: filter },
-            { $group: { _id: null, n: { $sum: 1 } } },
-            this.#lookupBucket(this.names.appStates, appBucketId(query.appName), 'appBucket'),
-          ],
-          scope.next(),
-        )
+        .aggregate([{ $match: filter }, { $group: { _id: null, n: { $sum: 1 } } }], scope.next())
         .toArray();
       const totalItems = (counted?.n as number | undefined) ?? 0;
-      const appState = fromStateFields((counted?.appBucket as BucketDoc[] | undefined)?.[0]?.state);
-      const result: ListResult = { totalItems, sessions: [], userStates: new Map(), appState };
-      if (query.limit === 0 || query.offset >= totalItems) return result;
-      const docs = await this.#sessions
-        .find(filter, {
-          ...scope.next(),
-          sort: { lastUpdateTime: query.order === 'asc' ? 1 : -1, sortId: 1 },
-          projection: { lastUpdateTime: 1, revision: 1, state: 1, schemaVersion: 1 },
-          ...(query.offset > 0 ? { skip: query.offset } : {}),
-          ...(query.limit !== undefined ? { limit: query.limit } : {}),
-        })
-        .toArray();
+      const result: ListResult = { totalItems, sessions: [], userStates: new Map(), appState: new Map() };
+      let docs: Document[] = [];
+      if (query.limit !== 0 && query.offset < totalItems) {
+        docs = await this.#sessions
+          .find(filter, {
+            ...scope.next(),
+            sort: { lastUpdateTime: query.order === 'asc' ? 1 : -1, sortId: 1 },
+            projection: { lastUpdateTime: 1, revision: 1, state: 1, schemaVersion: 1 },
+            ...(query.offset > 0 ? { skip: query.offset } : {}),
+            ...(query.limit !== undefined ? { limit: query.limit } : {}),
+          })
+          .toArray();
+      }
       for (const doc of docs) this.#checkVersion(this.names.sessions, doc);
       result.sessions = docs.map((doc) => this.#toRecord(doc as SessionHeadDoc));
       const owners = new Map<string, BucketDoc['_id']>();
       for (const record of result.sessions) owners.set(record.userId, userBucketId(query.appName, record.userId));
-      const buckets = await this.#userStates
-        .find({ _id: { $in: [...owners.values()] } }, { ...scope.next(), projection: { state: 1 } })
-        .toArray();
-      for (const owner of owners.keys()) result.userStates.set(owner, new Map());
-      for (const bucket of buckets) {
-        const owner = decodeKeyPart((bucket._id as Required<BucketDoc['_id']>).user);
-        result.userStates.set(owner, fromStateFields(bucket.state as StateFields));
-      }
+      const buckets = await this.#readBuckets(query.appName, [...owners.values()], scope);
+      result.appState = buckets.app;
+      for (const owner of owners.keys()) result.userStates.set(owner, buckets.users.get(owner) ?? new Map());
       return result;
     });
   }
 
   async readUserState(appName: string, userId: string, call?: StoreCall): Promise<Bucket> {
-    await this.ready();
-    const found = await this.#userStates.findOne(
-      { _id: userBucketId(appName, userId) },
-      { ...callOptions(call), projection: { state: 1 } },
-    );
-    return fromStateFields(found?.state as StateFields | undefined);
+    return this.#readBucket(userBucketId(appName, userId), call);
   }
 
   async readAppState(appName: string, call?: StoreCall): Promise<Bucket> {
+    return this.#readBucket(appBucketId(appName), call);
+  }
+
+  async #readBucket(id: BucketDoc['_id'], call: StoreCall | undefined): Promise<Bucket> {
     await this.ready();
-    const found = await this.#appStates.findOne(
-      { _id: appBucketId(appName) },
-      { ...callOptions(call), projection: { state: 1 } },
-    );
+    const found = await this.#sessions.findOne(where({ _id: id }), { ...callOptions(call), projection: { state: 1 } });
     return fromStateFields(found?.state as StateFields | undefined);
   }
 
@@ -596,6 +796,44 @@ function hasLabel(error: unknown, label: string): boolean {
   return typeof has === 'function' && (has as (name: string) => boolean).call(error, label) === true;
 }
 
+/**
+ * The error a failed `bulkWrite` stands for: the driver wraps the server's
+ * error (with its code and labels, such as `TransientTransactionError` on a
+ * write conflict) in a `MongoClientBulkWriteError` as its `cause`.
+ */
+function bulkWriteCause(error: unknown): unknown {
+  if (error instanceof Error && error.name === 'MongoClientBulkWriteError' && error.cause !== undefined) {
+    return error.cause;
+  }
+  return error;
+}
+
+/**
+ * A filter as the driver's typed API takes it: the layout's `_id`s are
+ * documents of ids, which its types (made for ObjectId `_id`s) do not foresee.
+ */
+function where(filter: Document): Filter<Document> {
+  return filter as Filter<Document>;
+}
+
+function toInsert(doc: EventDoc): Write {
+  return { to: 'events', op: 'insertOne', document: doc };
+}
+
+/** One write as a model of `Collection.bulkWrite`. */
+function collectionModel(write: Write): AnyBulkWriteOperation {
+  switch (write.op) {
+    case 'updateOne':
+      return { updateOne: { filter: write.filter, update: write.update, upsert: write.upsert === true } };
+    case 'insertOne':
+      return { insertOne: { document: write.document } };
+    case 'deleteOne':
+      return { deleteOne: { filter: write.filter } };
+    default:
+      return { deleteMany: { filter: write.filter } };
+  }
+}
+
 /** Writes only the keys of `delta` into a bucket document, creating it when needed. */
 function bucketUpdate(delta: Bucket): Document {
   return { $set: stateSets(delta), $setOnInsert: { schemaVersion: SCHEMA_VERSION } };
@@ -607,8 +845,4 @@ function toStoredEvent(doc: Document): StoredEvent {
     timestamp: doc.timestamp as number,
     json: doc.json as string,
   };
-}
-
-function isDuplicateKey(error: unknown): boolean {
-  return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === DUPLICATE_KEY;
 }

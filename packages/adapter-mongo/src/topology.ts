@@ -5,7 +5,7 @@
  * typed error that says how to fix it, before anything is written.
  */
 import { AdkStateError } from '@adk-state/core';
-import type { Db } from 'mongodb';
+import type { Db, Document, MongoClient } from 'mongodb';
 
 /** The server is a standalone mongod, which has no transactions. */
 export class StandaloneServerError extends AdkStateError {
@@ -20,10 +20,31 @@ export class StandaloneServerError extends AdkStateError {
   }
 }
 
-/** Throws {@link StandaloneServerError} unless the server is a replica-set member or a mongos. */
-export async function assertTransactions(db: Db, address: string): Promise<void> {
+/**
+ * Throws {@link StandaloneServerError} unless the server is a replica-set
+ * member or a mongos; returns the server's `hello` reply.
+ */
+export async function assertTransactions(db: Db, address: string): Promise<Document> {
   const hello = await db.admin().command({ hello: 1 });
   const replicaSet = typeof hello.setName === 'string';
   const router = hello.msg === 'isdbgrid';
   if (!replicaSet && !router) throw new StandaloneServerError(address);
+  return hello;
+}
+
+/** The wire version of MongoDB 8.0, the first with the multi-collection `bulkWrite` command. */
+export const BULK_WRITE_WIRE_VERSION = 25;
+
+/**
+ * Whether appends can use MongoDB 8's `bulkWrite` command (writes to several
+ * collections in one round trip): the server says wire version 25 or newer
+ * in its `hello`, and the driver has `MongoClient.bulkWrite` (6.10 and newer).
+ */
+export function hasBulkWriteCommand(hello: Document, client: MongoClient): boolean {
+  const wire = hello.maxWireVersion;
+  return (
+    typeof wire === 'number' &&
+    wire >= BULK_WRITE_WIRE_VERSION &&
+    typeof (client as { bulkWrite?: unknown }).bulkWrite === 'function'
+  );
 }

@@ -2,8 +2,10 @@
  * The shared conformance suite again, through the lowest driver version the
  * peer range claims (mongodb 6.0.0), each service on a client of its own that
  * the application made with the driver's defaults (and which the service
- * therefore leaves as it is). On the stand-in, the outage group takes the
- * server down and brings it back.
+ * therefore leaves as it is). That driver has no `MongoClient.bulkWrite`, so
+ * appends use a command per collection even though the stand-in reports
+ * MongoDB 8.0. On the stand-in, the outage group takes the server down and
+ * brings it back.
  */
 import { runConformanceSuite } from '@adk-state/conformance-tests';
 import type { MongoClient } from 'mongodb';

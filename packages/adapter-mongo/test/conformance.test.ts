@@ -2,7 +2,9 @@
  * The shared conformance suite against MongoDB: a fresh service with a client
  * of its own (made from a url) for every service a test makes, so
  * cross-instance tests run across separate clients of one server. On the
- * stand-in, the outage group takes the server down and brings it back.
+ * stand-in (as MongoDB 8.0, so appends go through the multi-collection
+ * `bulkWrite` command), the outage group takes the server down and brings it
+ * back.
  */
 import { runConformanceSuite } from '@adk-state/conformance-tests';
 import { MongoSessionService } from '../src/index.js';

@@ -1,8 +1,9 @@
 /**
  * Gives every test file a MongoDB to talk to: the server named by
  * MONGODB_URL when it is set (a replica set or a sharded cluster), otherwise
- * the project's stand-in, started here as a replica-set primary on a free
- * port and stopped after the run.
+ * the project's stand-in, started here as a replica-set primary of MongoDB
+ * 8.0 (with the multi-collection `bulkWrite` command) on a free port and
+ * stopped after the run.
  */
 import type { TestProject } from 'vitest/node';
 import { type StandIn, startStandIn } from './standin/index.js';
@@ -25,7 +26,7 @@ export async function setup(project: TestProject): Promise<void> {
     project.provide('usingStandIn', false);
     return;
   }
-  standIn = await startStandIn({ replicaSet: 'rs0' });
+  standIn = await startStandIn({ replicaSet: 'rs0', serverVersion: '8.0' });
   project.provide('mongoUrl', standIn.url);
   project.provide('usingStandIn', true);
 }

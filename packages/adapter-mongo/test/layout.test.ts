@@ -1,5 +1,6 @@
 /**
- * The MongoDB layout: the documented collections and indexes, keys that
+ * The MongoDB layout: the documented collections and indexes, the buckets
+ * beside the sessions (never listed), keys that
  * MongoDB treats specially stored escaped and read back exactly, ids that
  * BSON cannot carry kept apart, listing ties in JavaScript's order, one
  * document per event (no 16 MB cap on a conversation), schema versions.
@@ -50,7 +51,7 @@ describe('the MongoDB layout', () => {
     const eventIndexes = await db.collection(names.events).listIndexes().toArray();
     expect(eventIndexes.map((index) => [index.name, index.key, index.unique ?? false])).toEqual([
       ['_id_', { _id: 1 }, false],
-      ['session_seq', { '_id.incarnation': 1, seq: 1 }, true],
+      ['session_seq', { '_id.app': 1, '_id.user': 1, '_id.session': 1, seq: 1 }, false],
     ]);
   });
 
@@ -74,26 +75,49 @@ describe('the MongoDB layout', () => {
       schemaVersion: 1,
     });
     expect(stored?.createdAt).toBeInstanceOf(Date);
-    const events = await db.collection(names.events).find({ '_id.incarnation': stored?.incarnation }).toArray();
+    expect(stored).not.toHaveProperty('incarnation');
+    const events = await db
+      .collection(names.events)
+      .find({ '_id.app': appName, '_id.user': 'u1', '_id.session': 's1' })
+      .toArray();
     expect(events).toEqual([
       {
-        _id: { incarnation: stored?.incarnation, id: appended.id },
+        _id: { app: appName, user: 'u1', session: 's1', id: appended.id },
         seq: first + 1,
         timestamp: appended.timestamp,
         json: JSON.stringify(appended),
         schemaVersion: 1,
       },
     ]);
-    expect(await db.collection(names.userStates).findOne({ _id: { app: appName, user: 'u1' } as never })).toEqual({
+    // The buckets live in the sessions collection, next to the sessions they belong to.
+    const buckets = db.collection(names.sessions);
+    expect(await buckets.findOne({ _id: { app: appName, user: 'u1' } as never })).toEqual({
       _id: { app: appName, user: 'u1' },
       schemaVersion: 1,
       state: { c: 'true' },
     });
-    expect(await db.collection(names.appStates).findOne({ _id: { app: appName } as never })).toEqual({
-      _id: { app: appName },
+    expect(await buckets.findOne({ _id: { app: appName, user: null } as never })).toEqual({
+      _id: { app: appName, user: null },
       schemaVersion: 1,
       state: { d: '[1]' },
     });
+  });
+
+  it('the buckets that share the sessions collection are never listed or counted', async () => {
+    const appName = uniqueApp();
+    for (const userId of ['u1', 'u2']) {
+      await service.createSession({ appName, userId, sessionId: 's1', state: { 'user:me': userId, 'app:n': 1 } });
+    }
+    const all = await service.listSessions({ appName });
+    expect(all.totalItems).toBe(2);
+    expect(all.sessions.map((session) => [session.userId, session.state])).toEqual([
+      ['u1', { 'user:me': 'u1', 'app:n': 1 }],
+      ['u2', { 'user:me': 'u2', 'app:n': 1 }],
+    ]);
+    const one = await service.listSessions({ appName, userId: 'u2', limit: 1 });
+    expect([one.totalItems, one.sessions.map((session) => session.id)]).toEqual([1, ['s1']]);
+    const db = client.db(dbName);
+    expect(await db.collection(names.sessions).countDocuments({ '_id.app': appName })).toBe(5);
   });
 
   it("state keys with '.', '$', '%', NUL, '__proto__', lone surrogates or nothing round-trip, stored escaped", async () => {
@@ -173,11 +197,11 @@ describe('the MongoDB layout', () => {
     const session = await service.createSession({ appName, userId: 'u1', sessionId: 's1' });
     for (let i = 0; i < 5; i++) await service.appendEvent({ session, event: event({ i }) });
     const sessions = client.db(dbName).collection(names.sessions);
-    const stored = await sessions.findOne({ _id: { app: appName, user: 'u1', id: 's1' } as never });
     const events = client.db(dbName).collection(names.events);
-    expect(await events.countDocuments({ '_id.incarnation': stored?.incarnation })).toBe(5);
+    const ofSession = { '_id.app': appName, '_id.user': 'u1', '_id.session': 's1' };
+    expect(await events.countDocuments(ofSession)).toBe(5);
     await service.deleteSession({ appName, userId: 'u1', sessionId: 's1' });
-    expect(await events.countDocuments({ '_id.incarnation': stored?.incarnation })).toBe(0);
+    expect(await events.countDocuments(ofSession)).toBe(0);
     expect(await sessions.countDocuments({ _id: { app: appName, user: 'u1', id: 's1' } as never })).toBe(0);
   });
 

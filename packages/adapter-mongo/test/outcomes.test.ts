@@ -1,7 +1,7 @@
 /**
  * Failures are typed, bounded by the deadline and honest about what they
  * left behind, through both driver majors. Faults are injected with
- * MongoDB's `failCommand` fail point on a stand-in of this file's own: a
+ * MongoDB's `failCommand` fail point on a stand-in of each block's own: a
  * statement that fails before the commit leaves nothing, transient errors are
  * retried, an unanswered commit is retried or reported as possibly applied,
  * and a call abandoned at its deadline stops before its commit. A service
@@ -16,22 +16,9 @@ import { MongoSessionService } from '../src/index.js';
 import { type StandIn, startStandIn } from './standin/index.js';
 import { event, uniqueApp } from './support.js';
 
+/** The stand-in a test injects faults into (the one of the running block). */
 let standIn: StandIn;
 let admin: MongoClient;
-
-beforeAll(async () => {
-  standIn = await startStandIn({ ttlMonitorIntervalMs: 0 });
-  admin = new MongoClient(standIn.url);
-});
-
-afterEach(async () => {
-  await failCommand('off');
-});
-
-afterAll(async () => {
-  await admin.close();
-  await standIn.stop();
-});
 
 type Mode = 'off' | 'alwaysOn' | { times: number };
 
@@ -64,20 +51,39 @@ function watchRejections(): { seen: unknown[]; stop(): void } {
   return { seen, stop: () => process.off('unhandledRejection', listener) };
 }
 
+/**
+ * Each driver on the path it takes: the current one on MongoDB 8.0 sends an
+ * append as one `bulkWrite` command; on 7.0, and driver 6.0.0 anywhere,
+ * an append starts with an `update` of the sessions collection.
+ */
 const drivers = [
-  ['mongodb 7', (url: string) => new MongoClient(url)],
-  ['mongodb 6.0.0', (url: string) => new LowestMongoClient(url) as unknown as MongoClient],
+  ['mongodb 7 on MongoDB 8.0', (url: string) => new MongoClient(url), '8.0', 'bulkWrite'],
+  ['mongodb 7 on MongoDB 7.0', (url: string) => new MongoClient(url), '7.0', 'update'],
+  [
+    'mongodb 6.0.0 on MongoDB 8.0',
+    (url: string) => new LowestMongoClient(url) as unknown as MongoClient,
+    '8.0',
+    'update',
+  ],
 ] as const;
 
-describe.each(drivers)('honest outcomes (%s)', (_name, makeClient) => {
+describe.each(drivers)('honest outcomes (%s)', (_name, makeClient, serverVersion, firstWrite) => {
   let client: MongoClient;
 
-  beforeAll(() => {
+  beforeAll(async () => {
+    standIn = await startStandIn({ ttlMonitorIntervalMs: 0, serverVersion });
+    admin = new MongoClient(standIn.url);
     client = makeClient(standIn.url);
+  });
+
+  afterEach(async () => {
+    await failCommand('off');
   });
 
   afterAll(async () => {
     await client.close();
+    await admin.close();
+    await standIn.stop();
   });
 
   /** A service on this driver's client, with one session holding one event. */
@@ -105,7 +111,7 @@ describe.each(drivers)('honest outcomes (%s)', (_name, makeClient) => {
 
   it('a statement that fails before the commit reports the write as not applied, and nothing is', async () => {
     const { service, session, stored } = await fixture();
-    await failCommand({ times: 1 }, { failCommands: ['findAndModify'], errorCode: 2 });
+    await failCommand({ times: 1 }, { failCommands: [firstWrite], errorCode: 2 });
     const error = await failure(service.appendEvent({ session, event: event({ n: 2, 'user:u': 2 }) }));
     expect(error).toMatchObject({
       name: 'BackendError',
@@ -120,7 +126,7 @@ describe.each(drivers)('honest outcomes (%s)', (_name, makeClient) => {
 
   it('a creation whose first statement fails is not applied', async () => {
     const { service, key } = await fixture();
-    await failCommand({ times: 1 }, { failCommands: ['insert'], errorCode: 2 });
+    await failCommand({ times: 1 }, { failCommands: ['update'], errorCode: 2 });
     const error = await failure(service.createSession({ ...key, sessionId: 'new', state: { 'app:x': 1 } }));
     expect(error).toMatchObject({ name: 'BackendError', mayHaveApplied: false });
     expect(await service.getSession({ ...key, sessionId: 'new' })).toBeUndefined();
@@ -131,11 +137,11 @@ describe.each(drivers)('honest outcomes (%s)', (_name, makeClient) => {
     const { service, session, stored } = await fixture();
     await failCommand(
       { times: 1 },
-      { failCommands: ['findAndModify'], errorCode: 112, errorLabels: ['TransientTransactionError'] },
+      { failCommands: [firstWrite], errorCode: 112, errorLabels: ['TransientTransactionError'] },
     );
-    await service.appendEvent({ session, event: event({ n: 2 }) });
-    expect(await stored()).toMatchObject({ events: 2, n: 2 });
-    await failCommand({ times: 1 }, { failCommands: ['update'], closeConnection: true });
+    await service.appendEvent({ session, event: event({ n: 2, 'user:u': 2 }) });
+    expect(await stored()).toEqual({ events: 2, n: 2, user: { u: 2 } });
+    await failCommand({ times: 1 }, { failCommands: [firstWrite], closeConnection: true });
     await service.appendEvent({ session, event: event({ n: 3 }) });
     expect(await stored()).toMatchObject({ events: 3, n: 3 });
   });
@@ -171,7 +177,7 @@ describe.each(drivers)('honest outcomes (%s)', (_name, makeClient) => {
     const watch = watchRejections();
     try {
       const { service, session, stored } = await fixture(1_000);
-      await failCommand({ times: 1 }, { failCommands: ['findAndModify'], blockConnection: true, blockTimeMS: 2_000 });
+      await failCommand({ times: 1 }, { failCommands: [firstWrite], blockConnection: true, blockTimeMS: 2_000 });
       const started = Date.now();
       const error = await failure(service.appendEvent({ session, event: event({ n: 2 }) }));
       expect(Date.now() - started).toBeLessThan(4_000);

@@ -21,19 +21,21 @@ afterAll(async () => {
 
 async function stored(appName: string, sessionId: string) {
   const db = client.db(dbName);
-  const head = await db
-    .collection('adk_sessions')
-    .findOne({ _id: { app: appName, user: 'u1', id: sessionId } as never });
+  const sessions = db.collection('adk_sessions');
+  const head = await sessions.findOne({ _id: { app: appName, user: 'u1', id: sessionId } as never });
   if (!head) throw new Error(`no session ${appName}/${sessionId}`);
-  const { incarnation, ...rest } = head;
-  const events = await db.collection('adk_events').find({ '_id.incarnation': incarnation }).sort({ seq: 1 }).toArray();
+  const events = await db
+    .collection('adk_events')
+    .find({ '_id.app': appName, '_id.user': 'u1', '_id.session': sessionId })
+    .sort({ seq: 1 })
+    .toArray();
   // Each session starts at its own random revision: compare revisions and positions from there.
-  const first = (rest.revision as number) - events.length;
+  const first = (head.revision as number) - events.length;
   return {
-    head: { ...rest, revision: rest.revision - first, _id: { ...rest._id, app: 'app' } },
+    head: { ...head, revision: head.revision - first, _id: { ...head._id, app: 'app' } },
     events: events.map(({ _id, seq, ...fields }) => ({ id: _id.id, seq: seq - first, ...fields })),
-    user: (await db.collection('adk_user_states').findOne({ _id: { app: appName, user: 'u1' } as never }))?.state,
-    app: (await db.collection('adk_app_states').findOne({ _id: { app: appName } as never }))?.state,
+    user: (await sessions.findOne({ _id: { app: appName, user: 'u1' } as never }))?.state,
+    app: (await sessions.findOne({ _id: { app: appName, user: null } as never }))?.state,
   };
 }
 

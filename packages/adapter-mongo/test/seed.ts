@@ -6,10 +6,11 @@
 import { randomInt, randomUUID } from 'node:crypto';
 import { type Bucket, encodeEvent, mergeInto, type SessionKey, splitState } from '@adk-state/core';
 import type { Event } from '@google/adk';
-import { encodeKeyPart, sortKey } from '../src/encoding.js';
+import { sortKey } from '../src/encoding.js';
 import {
   appBucketId,
   type EventDoc,
+  eventId,
   SCHEMA_VERSION,
   type SessionDoc,
   sessionId,
@@ -24,10 +25,10 @@ const BATCH = 1000;
 /** A first revision drawn as core draws it for a new session. */
 const firstRevision = () => randomInt(1, 2 ** 30);
 
-async function mergeBucket(store: MongoStore, collection: string, id: object, delta: Bucket): Promise<void> {
+async function mergeBucket(store: MongoStore, id: object, delta: Bucket): Promise<void> {
   if (delta.size === 0) return;
   await store.db
-    .collection(collection)
+    .collection(store.names.sessions)
     .updateOne(
       { _id: id as never },
       { $set: stateSets(delta), $setOnInsert: { schemaVersion: SCHEMA_VERSION } },
@@ -43,7 +44,6 @@ export async function seedHistory(
   createTime = Date.now(),
 ): Promise<void> {
   await store.ready();
-  const incarnation = randomUUID();
   const first = firstRevision();
   const session: Bucket = new Map();
   const user: Bucket = new Map();
@@ -56,7 +56,7 @@ export async function seedHistory(
     mergeInto(app, writes.app);
     const stored = encodeEvent(event);
     docs.push({
-      _id: { incarnation, id: encodeKeyPart(stored.id) },
+      _id: eventId(key.appName, key.userId, key.sessionId, stored.id),
       seq: first + index + 1,
       timestamp: stored.timestamp,
       json: stored.json,
@@ -65,7 +65,6 @@ export async function seedHistory(
   }
   const head: SessionDoc = {
     _id: sessionId(key.appName, key.userId, key.sessionId),
-    incarnation,
     sortId: sortKey(key.sessionId),
     lastUpdateTime: events.length > 0 ? (events[events.length - 1] as Event).timestamp : createTime,
     revision: first + events.length,
@@ -77,8 +76,8 @@ export async function seedHistory(
     await store.db.collection(store.names.events).insertMany(docs.slice(i, i + BATCH) as never[], { ordered: false });
   }
   await store.db.collection(store.names.sessions).insertOne(head as never);
-  await mergeBucket(store, store.names.userStates, userBucketId(key.appName, key.userId), user);
-  await mergeBucket(store, store.names.appStates, appBucketId(key.appName), app);
+  await mergeBucket(store, userBucketId(key.appName, key.userId), user);
+  await mergeBucket(store, appBucketId(key.appName), app);
 }
 
 /** Creates `count` empty sessions of `appName`, spread round-robin over `users`, with increasing update times. */
@@ -96,7 +95,6 @@ export async function seedSessions(
       const id = randomUUID();
       docs.push({
         _id: sessionId(appName, users[i % users.length] as string, id),
-        incarnation: randomUUID(),
         sortId: sortKey(id),
         lastUpdateTime: createTime + i,
         revision: firstRevision(),

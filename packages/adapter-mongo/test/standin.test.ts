@@ -361,3 +361,182 @@ describe('the MongoDB stand-in', () => {
     ).toBe(2);
   });
 });
+
+/** The documents of every collection the bulkWrite tests write, for the driver's typed models. */
+type Docs = Record<string, { _id: string; n?: number }>;
+
+describe("MongoDB 8's multi-collection bulkWrite on the stand-in", () => {
+  let eight: StandIn;
+  let client8: MongoClient;
+  let db = 0;
+
+  beforeAll(async () => {
+    eight = await startStandIn({ serverVersion: '8.0', ttlMonitorIntervalMs: 0 });
+    client8 = new MongoClient(eight.url);
+    await client8.connect();
+  });
+
+  afterAll(async () => {
+    await client8.close();
+    await eight.stop();
+  });
+
+  /** Two collections of a database no other test uses, and their namespaces. */
+  function pair() {
+    db += 1;
+    const name = `bulk${db}`;
+    return {
+      a: client8.db(name).collection<{ _id: string; n?: number }>('a'),
+      b: client8.db(name).collection<{ _id: string; n?: number }>('b'),
+      nsA: `${name}.a`,
+      nsB: `${name}.b`,
+    };
+  }
+
+  const run = (command: Record<string, unknown>) => client8.db('admin').command(command);
+
+  it('reports MongoDB 8.0 (wire version 25), where the 7.0 stand-in has no such command', async () => {
+    const hello = await client8.db('admin').command({ hello: 1 });
+    expect(hello.maxWireVersion).toBe(25);
+    expect((await client8.db('admin').command({ buildInfo: 1 })).version).toBe('8.0.0');
+    const refused = await caught(client.db('admin').command({ bulkWrite: 1, ops: [], nsInfo: [] }));
+    expect(refused.code).toBe(59);
+  });
+
+  it('writes several collections in one command, and replies with totals and a cursor of results', async () => {
+    const { a, b, nsA, nsB } = pair();
+    await b.insertOne({ _id: 'kept', n: 1 });
+    const reply = await run({
+      bulkWrite: 1,
+      ops: [
+        { insert: 0, document: { _id: 'x', n: 1 } },
+        { update: 1, filter: { _id: 'kept' }, updateMods: { $inc: { n: 1 } } },
+        { update: 1, filter: { _id: 'new' }, updateMods: { $set: { n: 5 } }, upsert: true },
+        { delete: 0, filter: { _id: 'absent' } },
+      ],
+      nsInfo: [{ ns: nsA }, { ns: nsB }],
+    });
+    expect(reply).toMatchObject({
+      ok: 1,
+      nErrors: 0,
+      nInserted: 1,
+      nMatched: 1,
+      nModified: 1,
+      nUpserted: 1,
+      nDeleted: 0,
+    });
+    expect(reply.cursor.id.toString()).toBe('0');
+    expect(reply.cursor.firstBatch).toEqual([
+      { ok: 1, idx: 0, n: 1 },
+      { ok: 1, idx: 1, n: 1, nModified: 1 },
+      { ok: 1, idx: 2, n: 1, nModified: 0, upserted: { _id: 'new' } },
+      { ok: 1, idx: 3, n: 0 },
+    ]);
+    expect(await a.find().toArray()).toEqual([{ _id: 'x', n: 1 }]);
+    expect(await b.find().sort({ _id: 1 }).toArray()).toEqual([
+      { _id: 'kept', n: 2 },
+      { _id: 'new', n: 5 },
+    ]);
+    const quiet = await run({
+      bulkWrite: 1,
+      errorsOnly: true,
+      ops: [{ delete: 0, filter: {}, multi: true }],
+      nsInfo: [{ ns: nsB }],
+    });
+    expect(quiet).toMatchObject({ nDeleted: 2, cursor: { firstBatch: [] } });
+  });
+
+  it('inside a transaction it is all or nothing: a failing operation fails the command and aborts the transaction', async () => {
+    const { a, b, nsA, nsB } = pair();
+    await b.insertOne({ _id: 'taken' });
+    const session = client8.startSession();
+    try {
+      session.startTransaction();
+      await a.insertOne({ _id: 'before' }, { session });
+      // The driver wraps the server's error in a MongoClientBulkWriteError, as its cause.
+      const failed = await client8
+        .bulkWrite<Docs>(
+          [
+            { namespace: nsA, name: 'insertOne', document: { _id: 'x' } },
+            { namespace: nsB, name: 'updateOne', filter: { _id: 'y' }, update: { $set: { n: 1 } }, upsert: true },
+            { namespace: nsB, name: 'insertOne', document: { _id: 'taken' } },
+          ],
+          { session },
+        )
+        .catch((error: { name: string; cause?: { code?: number } }) => [error.name, error.cause?.code]);
+      expect(failed).toEqual(['MongoClientBulkWriteError', 11000]);
+      const commit = await caught(session.commitTransaction());
+      expect(commit.code).toBe(251);
+    } finally {
+      await session.endSession();
+    }
+    expect(await a.find().toArray()).toEqual([]);
+    expect(await b.find().toArray()).toEqual([{ _id: 'taken' }]);
+  });
+
+  it('in a transaction its writes are invisible until the commit, and meet write conflicts as other writes do', async () => {
+    const { a, b, nsA, nsB } = pair();
+    await a.insertOne({ _id: 'doc', n: 0 });
+    const first = client8.startSession();
+    const second = client8.startSession();
+    try {
+      first.startTransaction();
+      second.startTransaction();
+      await client8.bulkWrite<Docs>(
+        [
+          { namespace: nsA, name: 'updateOne', filter: { _id: 'doc' }, update: { $inc: { n: 1 } } },
+          { namespace: nsB, name: 'insertOne', document: { _id: 'log' } },
+        ],
+        { session: first },
+      );
+      expect(await a.findOne({ _id: 'doc' })).toEqual({ _id: 'doc', n: 0 });
+      expect(await b.countDocuments()).toBe(0);
+      const conflict = await client8
+        .bulkWrite<Docs>([{ namespace: nsA, name: 'updateOne', filter: { _id: 'doc' }, update: { $inc: { n: 10 } } }], {
+          session: second,
+        })
+        .catch((error: { cause?: { code?: number; errorLabels?: string[] } }) => error.cause);
+      expect(conflict).toMatchObject({ code: 112, errorLabels: ['TransientTransactionError'] });
+      await first.commitTransaction();
+    } finally {
+      await first.endSession();
+      await second.endSession();
+    }
+    expect(await a.findOne({ _id: 'doc' })).toEqual({ _id: 'doc', n: 1 });
+    expect(await b.countDocuments()).toBe(1);
+  });
+
+  it('outside a transaction each operation stands alone: ordered stops at the first error, unordered goes on', async () => {
+    const { a, nsA } = pair();
+    await a.insertOne({ _id: 'taken' });
+    const ops = [
+      { insert: 0, document: { _id: 'one' } },
+      { insert: 0, document: { _id: 'taken' } },
+      { insert: 0, document: { _id: 'two' } },
+    ];
+    const ordered = await run({ bulkWrite: 1, ops, nsInfo: [{ ns: nsA }] });
+    expect(ordered).toMatchObject({ ok: 1, nErrors: 1, nInserted: 1 });
+    expect(ordered.cursor.firstBatch[1]).toMatchObject({ ok: 0, idx: 1, code: 11000 });
+    expect((await a.find().toArray()).map((doc) => doc._id).sort()).toEqual(['one', 'taken']);
+    const unordered = await run({
+      bulkWrite: 1,
+      ordered: false,
+      ops: [{ insert: 0, document: { _id: 'taken' } }, ops[2]],
+      nsInfo: [{ ns: nsA }],
+    });
+    expect(unordered).toMatchObject({ nErrors: 1, nInserted: 1 });
+    expect((await a.find().toArray()).map((doc) => doc._id).sort()).toEqual(['one', 'taken', 'two']);
+  });
+
+  it("is refused outside the admin database, and with what it does not implement, with MongoDB's codes", async () => {
+    const { nsA } = pair();
+    const ops = [{ insert: 0, document: { _id: 'x' } }];
+    expect((await caught(client8.db('other').command({ bulkWrite: 1, ops, nsInfo: [{ ns: nsA }] }))).code).toBe(13);
+    expect((await caught(run({ bulkWrite: 1, ops: [{ insert: 3, document: {} }], nsInfo: [{ ns: nsA }] }))).code).toBe(
+      2,
+    );
+    expect((await caught(run({ bulkWrite: 1, ops, nsInfo: [{ ns: 'nodot' }] }))).code).toBe(73);
+    const arrayFilters = [{ update: 0, filter: {}, updateMods: { $set: { n: 1 } }, arrayFilters: [] }];
+    expect((await caught(run({ bulkWrite: 1, ops: arrayFilters, nsInfo: [{ ns: nsA }] }))).code).toBe(2);
+  });
+});

@@ -6,7 +6,7 @@ import { createEvent, createEventActions, type Event } from '@google/adk';
 import { MongoClient } from 'mongodb';
 import { inject } from 'vitest';
 import { MongoSessionService, type MongoSessionServiceOptions } from '../src/index.js';
-import { type StandIn, startStandIn } from './standin/index.js';
+import { type StandIn, type StandInVersion, startStandIn } from './standin/index.js';
 
 /** The connection string of the server under test (MONGODB_URL, or the stand-in of this run). */
 export function mongoUrl(): string {
@@ -76,11 +76,12 @@ export interface ConformanceBackend {
 
 /**
  * The server of one conformance target: with the stand-in, a stand-in of the
- * target's own, which the outage group stops (listener and connections
- * closed, data kept) and starts again on the same port; against
+ * target's own reporting `serverVersion` (8.0 has the multi-collection
+ * `bulkWrite` command), which the outage group stops (listener and
+ * connections closed, data kept) and starts again on the same port; against
  * MONGODB_URL, that server, which the tests cannot stop.
  */
-export function conformanceBackend(dbName: string): ConformanceBackend {
+export function conformanceBackend(dbName: string, serverVersion: StandInVersion = '8.0'): ConformanceBackend {
   if (!usingStandIn()) {
     return {
       url: mongoUrl,
@@ -97,7 +98,7 @@ export function conformanceBackend(dbName: string): ConformanceBackend {
   return {
     url: () => running().url,
     setup: async () => {
-      standIn = await startStandIn({ replicaSet: 'rs0' });
+      standIn = await startStandIn({ replicaSet: 'rs0', serverVersion });
     },
     teardown: async () => {
       await standIn?.stop();

@@ -2,18 +2,24 @@
  * Starts the stand-in from a shell, for scripts that need a MongoDB outside
  * a test run (the consumer smoke test, a benchmark, a manual session):
  *
- *   node --import tsx test/standin/cli.ts [--standalone] [--port N]
+ *   node --import tsx test/standin/cli.ts [--standalone] [--port N] [--server-version 7.0|8.0]
  *
- * Prints one JSON line, `{"url": ..., "address": ...}`, then serves until
+ * `--server-version 8.0` reports MongoDB 8.0, with its multi-collection
+ * `bulkWrite` command; the default is 7.0. Prints one JSON line,
+ * `{"url": ..., "address": ..., "serverVersion": ...}`, then serves until
  * SIGINT or SIGTERM.
  */
-import { startStandIn } from './index.js';
+import { type StandInVersion, startStandIn } from './index.js';
 
 const args = process.argv.slice(2);
 const portIndex = args.indexOf('--port');
 const port = portIndex >= 0 ? Number(args[portIndex + 1]) : 0;
-const standIn = await startStandIn({ replicaSet: args.includes('--standalone') ? false : 'rs0', port });
-process.stdout.write(`${JSON.stringify({ url: standIn.url, address: standIn.address })}\n`);
+const versionIndex = args.indexOf('--server-version');
+const serverVersion = (versionIndex >= 0 ? args[versionIndex + 1] : '7.0') as StandInVersion;
+const standIn = await startStandIn({ replicaSet: args.includes('--standalone') ? false : 'rs0', port, serverVersion });
+process.stdout.write(
+  `${JSON.stringify({ url: standIn.url, address: standIn.address, serverVersion: standIn.serverVersion })}\n`,
+);
 
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, () => {

@@ -33,6 +33,8 @@ export interface CommandContext {
   cursors: Map<string, OpenCursor>;
   /** The command's `maxTimeMS`, when it gives one: how long it may wait for a lock. */
   maxTimeMS?: number;
+  /** The server version the stand-in reports, e.g. `7.0.0`. */
+  version: string;
 }
 
 export type Handler = (body: Doc, ctx: CommandContext) => Doc | Promise<Doc>;
@@ -47,6 +49,7 @@ export const TRANSACTION_COMMANDS = new Set([
   'delete',
   'findAndModify',
   'aggregate',
+  'bulkWrite',
   'commitTransaction',
   'abortTransaction',
 ]);
@@ -223,6 +226,13 @@ function killCursors(body: Doc, ctx: CommandContext): Doc {
   return { cursorsKilled: killed, cursorsNotFound: notFound, cursorsAlive: [], cursorsUnknown: [], ok: 1 };
 }
 
+/** One insert statement: the document, with an `_id` made when it has none. */
+async function insertStatement(ctx: CommandContext, ns: string, raw: unknown): Promise<void> {
+  if (!isDocument(raw)) throw errors.typeMismatch('each document must be an object');
+  const doc = ensureId(clone(raw));
+  await writeStatement(ctx, (txn) => ctx.engine.write(ns, idKeyOf(doc._id), doc, txn, true));
+}
+
 async function insert(body: Doc, ctx: CommandContext): Promise<Doc> {
   const ns = nsOf(ctx, collectionName(body, 'insert'));
   const documents = body.documents;
@@ -231,11 +241,8 @@ async function insert(body: Doc, ctx: CommandContext): Promise<Doc> {
   let n = 0;
   const writeErrors: Doc[] = [];
   for (let index = 0; index < documents.length; index++) {
-    const raw = documents[index];
     try {
-      if (!isDocument(raw)) throw errors.typeMismatch('each document must be an object');
-      const doc = ensureId(clone(raw));
-      await writeStatement(ctx, (txn) => ctx.engine.write(ns, idKeyOf(doc._id), doc, txn, true));
+      await insertStatement(ctx, ns, documents[index]);
       n++;
     } catch (error) {
       if (!isStatementError(error) || ctx.txn) throw error;
@@ -281,6 +288,17 @@ function updateOne(
   return { matched: found.length, modified, before: last?.before ?? null, after: last?.after ?? null };
 }
 
+/** One update statement, in the caller's transaction or a one-statement transaction of its own. */
+function updateStatement(
+  ctx: CommandContext,
+  ns: string,
+  filter: Doc | undefined,
+  update: unknown,
+  options: { multi: boolean; upsert: boolean },
+): Promise<ReturnType<typeof updateOne>> {
+  return writeStatement(ctx, (txn) => updateOne(ctx, ns, txn, filter, update, options));
+}
+
 async function update(body: Doc, ctx: CommandContext): Promise<Doc> {
   const ns = nsOf(ctx, collectionName(body, 'update'));
   const statements = body.updates;
@@ -294,12 +312,10 @@ async function update(body: Doc, ctx: CommandContext): Promise<Doc> {
     const statement = statements[index] as Doc;
     try {
       if (statement.arrayFilters !== undefined) throw errors.badValue('arrayFilters are not supported by the stand-in');
-      const result = await writeStatement(ctx, (txn) =>
-        updateOne(ctx, ns, txn, asDoc(statement.q, 'q'), statement.u, {
-          multi: statement.multi === true,
-          upsert: statement.upsert === true,
-        }),
-      );
+      const result = await updateStatement(ctx, ns, asDoc(statement.q, 'q'), statement.u, {
+        multi: statement.multi === true,
+        upsert: statement.upsert === true,
+      });
       n += result.matched;
       nModified += result.modified;
       if (result.upserted !== undefined) {
@@ -321,6 +337,16 @@ async function update(body: Doc, ctx: CommandContext): Promise<Doc> {
   };
 }
 
+/** One delete statement (of every match, or of the first when not `multi`); returns how many it removed. */
+function deleteStatement(ctx: CommandContext, ns: string, filter: Doc | undefined, multi: boolean): Promise<number> {
+  return writeStatement(ctx, (txn) => {
+    let found = select({ ...ctx, txn }, ns, filter);
+    if (!multi) found = found.slice(0, 1);
+    for (const doc of found) ctx.engine.write(ns, idKeyOf(doc._id), null, txn, false);
+    return found.length;
+  });
+}
+
 async function remove(body: Doc, ctx: CommandContext): Promise<Doc> {
   const ns = nsOf(ctx, collectionName(body, 'delete'));
   const statements = body.deletes;
@@ -330,12 +356,7 @@ async function remove(body: Doc, ctx: CommandContext): Promise<Doc> {
   for (let index = 0; index < statements.length; index++) {
     const statement = statements[index] as Doc;
     try {
-      n += await writeStatement(ctx, (txn) => {
-        let found = select({ ...ctx, txn }, ns, asDoc(statement.q, 'q'));
-        if (statement.limit === 1) found = found.slice(0, 1);
-        for (const doc of found) ctx.engine.write(ns, idKeyOf(doc._id), null, txn, false);
-        return found.length;
-      });
+      n += await deleteStatement(ctx, ns, asDoc(statement.q, 'q'), statement.limit !== 1);
     } catch (error) {
       if (!isStatementError(error) || ctx.txn) throw error;
       writeErrors.push(writeError(index, error));
@@ -373,6 +394,119 @@ async function findAndModify(body: Doc, ctx: CommandContext): Promise<Doc> {
   lastErrorObject.updatedExisting = result.matched > 0;
   if (result.upserted !== undefined) lastErrorObject.upserted = result.upserted;
   return { lastErrorObject, value: chosen ? project(chosen, fields) : null, ok: 1 };
+}
+
+/** One operation of a `bulkWrite` command, read from its `ops` entry. */
+type BulkOp =
+  | { kind: 'insert'; ns: string; document: unknown }
+  | { kind: 'update'; ns: string; filter: Doc | undefined; update: unknown; multi: boolean; upsert: boolean }
+  | { kind: 'delete'; ns: string; filter: Doc | undefined; multi: boolean };
+
+const BULK_OP_FIELDS = {
+  insert: new Set(['insert', 'document']),
+  update: new Set(['update', 'filter', 'updateMods', 'multi', 'upsert']),
+  delete: new Set(['delete', 'filter', 'multi']),
+} as const;
+
+/** The namespaces of a `bulkWrite`'s `nsInfo`, as `db.collection` strings checked as MongoDB checks them. */
+function bulkNamespaces(nsInfo: unknown): string[] {
+  if (!Array.isArray(nsInfo) || nsInfo.length === 0) throw errors.badValue('nsInfo must be a non-empty array');
+  return nsInfo.map((entry) => {
+    const info = asDoc(entry, 'nsInfo entry') ?? {};
+    for (const field of Object.keys(info)) {
+      if (field !== 'ns') throw errors.badValue(`nsInfo field ${field} is not supported by the stand-in`);
+    }
+    const ns = info.ns;
+    const dot = typeof ns === 'string' ? ns.indexOf('.') : -1;
+    if (typeof ns !== 'string' || dot <= 0)
+      throw errors.invalidNamespace(`Invalid namespace specified '${String(ns)}'`);
+    const db = ns.slice(0, dot);
+    if (db === 'admin' || db === 'config' || db === 'local') {
+      throw errors.invalidNamespace(`Cannot write to ${ns}: the stand-in writes user databases only`);
+    }
+    collectionName({ c: ns.slice(dot + 1) }, 'c');
+    return ns;
+  });
+}
+
+function bulkOp(entry: unknown, namespaces: string[]): BulkOp {
+  const op = asDoc(entry, 'ops entry') ?? {};
+  const kind = Object.keys(op)[0];
+  if (kind !== 'insert' && kind !== 'update' && kind !== 'delete') {
+    throw errors.badValue(`Unrecognized bulkWrite operation: ${String(kind)}`);
+  }
+  for (const field of Object.keys(op)) {
+    if (!BULK_OP_FIELDS[kind].has(field)) {
+      throw errors.badValue(`bulkWrite ${kind} field ${field} is not supported by the stand-in`);
+    }
+  }
+  const index = op[kind];
+  const ns = typeof index === 'number' && Number.isInteger(index) ? namespaces[index] : undefined;
+  if (ns === undefined) throw errors.badValue(`BulkWrite ops entry has an invalid nsInfo index: ${String(index)}`);
+  if (kind === 'insert') return { kind, ns, document: op.document };
+  const filter = asDoc(op.filter, 'filter');
+  if (kind === 'delete') return { kind, ns, filter, multi: op.multi === true };
+  return { kind, ns, filter, update: op.updateMods, multi: op.multi === true, upsert: op.upsert === true };
+}
+
+/**
+ * MongoDB 8's `bulkWrite`: inserts, updates and deletes on any number of
+ * collections in one command, run against `admin`. Inside a transaction its
+ * operations are statements of that transaction: a failing one fails the
+ * command and aborts the transaction, so nothing of it is ever applied (as
+ * on MongoDB). Outside one, each operation stands alone; the ordered form
+ * stops at the first failure. The reply is a cursor of per-operation
+ * results (errors only, with `errorsOnly`) and the totals.
+ */
+async function bulkWrite(body: Doc, ctx: CommandContext): Promise<Doc> {
+  if (ctx.db !== 'admin') throw errors.unauthorized('bulkWrite may only be run against the admin database.');
+  if (body.let !== undefined) throw errors.badValue('bulkWrite with let is not supported by the stand-in');
+  const namespaces = bulkNamespaces(body.nsInfo);
+  if (!Array.isArray(body.ops) || body.ops.length === 0) throw errors.badValue('ops must be a non-empty array');
+  const ops = body.ops.map((entry) => bulkOp(entry, namespaces));
+  for (const op of ops) if (op.kind === 'update') validateUpdate(op.update);
+  const ordered = body.ordered !== false;
+  const errorsOnly = body.errorsOnly === true;
+  const totals = { nErrors: 0, nInserted: 0, nMatched: 0, nModified: 0, nUpserted: 0, nDeleted: 0 };
+  const replies: Doc[] = [];
+  for (const [idx, op] of ops.entries()) {
+    try {
+      if (op.kind === 'insert') {
+        await insertStatement(ctx, op.ns, op.document);
+        totals.nInserted += 1;
+        if (!errorsOnly) replies.push({ ok: 1, idx, n: 1 });
+      } else if (op.kind === 'update') {
+        const result = await updateStatement(ctx, op.ns, op.filter, op.update, { multi: op.multi, upsert: op.upsert });
+        totals.nMatched += result.matched;
+        totals.nModified += result.modified;
+        if (result.upserted !== undefined) totals.nUpserted += 1;
+        const n = result.matched + (result.upserted !== undefined ? 1 : 0);
+        if (!errorsOnly) {
+          replies.push({
+            ok: 1,
+            idx,
+            n,
+            nModified: result.modified,
+            ...(result.upserted !== undefined ? { upserted: { _id: result.upserted } } : {}),
+          });
+        }
+      } else {
+        const n = await deleteStatement(ctx, op.ns, op.filter, op.multi);
+        totals.nDeleted += n;
+        if (!errorsOnly) replies.push({ ok: 1, idx, n });
+      }
+    } catch (error) {
+      // In a transaction the failure fails the command, and the server aborts the transaction.
+      if (!isStatementError(error) || ctx.txn) throw error;
+      totals.nErrors += 1;
+      replies.push({ ok: 0, idx, code: error.code, codeName: error.codeName, errmsg: error.message });
+      if (ordered) break;
+    }
+  }
+  // Every result in the first batch (within 16 MB) unless the client asks for smaller batches, as on MongoDB.
+  const batchSize = asCount(asDoc(body.cursor, 'cursor')?.batchSize, 'batchSize') ?? 0;
+  const reply = makeCursor(ctx, 'admin.$cmd.bulkWrite', replies, batchSize, false);
+  return { cursor: reply.cursor, ...totals, ok: 1 };
 }
 
 /** Evaluates the expressions the stand-in's `$group` supports: field paths and constants. */
@@ -630,13 +764,19 @@ export const handlers: Record<string, Handler> = {
   dropDatabase,
   create,
   ping: () => ({ ok: 1 }),
-  buildInfo: () => ({
-    version: '7.0.0',
-    versionArray: [7, 0, 0, 0],
+  bulkWrite,
+  buildInfo: (_body, ctx) => buildInfo(ctx.version),
+  buildinfo: (_body, ctx) => buildInfo(ctx.version),
+};
+
+function buildInfo(version: string): Doc {
+  const versionArray = [...version.split('.').map(Number), 0];
+  return {
+    version,
+    versionArray,
     gitVersion: 'adk-state-standin',
     bits: 64,
     maxBsonObjectSize: 16777216,
     ok: 1,
-  }),
-  buildinfo: () => ({ version: '7.0.0', versionArray: [7, 0, 0, 0], ok: 1 }),
-};
+  };
+}

@@ -3,12 +3,13 @@
  * adk-state, for machines where no mongod can be installed. It implements,
  * honestly, the commands and operators the MongoDB adapter uses: snapshot
  * transactions with MongoDB's write-conflict rules, unique and TTL indexes,
- * cursors, and a replica-set primary's (or a standalone's) handshake.
+ * cursors, MongoDB 8's multi-collection `bulkWrite` (when it reports 8.0),
+ * and a replica-set primary's (or a standalone's) handshake.
  * Anything outside that subset fails with MongoDB's error codes.
  */
-import { type StandInOptions, StandInServer } from './server.js';
+import { type StandInOptions, StandInServer, type StandInVersion } from './server.js';
 
-export type { StandInOptions } from './server.js';
+export type { StandInOptions, StandInVersion } from './server.js';
 export { StandInServer } from './server.js';
 
 /** A running stand-in. */
@@ -19,6 +20,8 @@ export interface StandIn {
   address: string;
   /** The replica-set name, or undefined for a standalone server. */
   replicaSet: string | undefined;
+  /** The MongoDB version it reports (`8.0` has the multi-collection `bulkWrite` command). */
+  serverVersion: StandInVersion;
   /** Commands served since the start (or the last reset), `hello` / `isMaster` excluded: the round trips. */
   commandCount(): number;
   /** The same, by command name. */
@@ -51,6 +54,7 @@ export async function startStandIn(options: StandInOptions = {}): Promise<StandI
     url,
     address: server.address,
     replicaSet,
+    serverVersion: server.serverVersion,
     commandCount: () => server.commandCount(),
     commandCounts: () => server.commandCounts(),
     resetCommandCount: () => server.resetCommandCount(),

@@ -26,7 +26,18 @@ export interface StandInOptions {
   ttlMonitorIntervalMs?: number;
   /** Open transactions older than this are aborted, as MongoDB's `transactionLifetimeLimitSeconds` (default 60). */
   transactionLifetimeLimitSeconds?: number;
+  /**
+   * The MongoDB version the server reports (default `7.0`). `8.0` reports
+   * wire version 25 and has MongoDB 8's multi-collection `bulkWrite`
+   * command; `7.0` answers it as a MongoDB 7.0 does, with CommandNotFound.
+   */
+  serverVersion?: StandInVersion;
 }
+
+export type StandInVersion = '7.0' | '8.0';
+
+/** The wire version (`maxWireVersion`) of each MongoDB version the stand-in can report. */
+const WIRE_VERSIONS: Record<StandInVersion, number> = { '7.0': 21, '8.0': 25 };
 
 interface LogicalSession {
   txnNumber: number;
@@ -52,7 +63,6 @@ interface FailCommand {
 }
 
 const HANDSHAKE = new Set(['hello', 'isMaster', 'ismaster']);
-const MAX_WIRE_VERSION = 21; // MongoDB 7.0
 const CURSOR_TIMEOUT_MS = 10 * 60 * 1000;
 
 export class StandInServer {
@@ -76,7 +86,11 @@ export class StandInServer {
       port: options.port ?? 0,
       ttlMonitorIntervalMs: options.ttlMonitorIntervalMs ?? 60_000,
       transactionLifetimeLimitSeconds: options.transactionLifetimeLimitSeconds ?? 60,
+      serverVersion: options.serverVersion ?? '7.0',
     };
+    if (!Object.hasOwn(WIRE_VERSIONS, this.#options.serverVersion)) {
+      throw new Error(`the stand-in reports MongoDB 7.0 or 8.0, not ${String(this.#options.serverVersion)}`);
+    }
   }
 
   get replicaSet(): string | undefined {
@@ -85,6 +99,11 @@ export class StandInServer {
 
   get address(): string {
     return this.#address;
+  }
+
+  /** The MongoDB version the server reports. */
+  get serverVersion(): StandInVersion {
+    return this.#options.serverVersion;
   }
 
   /** Starts listening: on the configured port the first time, on the same port as before after {@link close}. */
@@ -209,7 +228,13 @@ export class StandInServer {
     const db = body.$db;
     if (typeof db !== 'string' || db === '') throw errors.invalidNamespace('the command names no $db');
     if (name === 'endSessions') return this.#endSessions(body);
-    const ctx: CommandContext = { engine: this.engine, db, txn: undefined, cursors: this.#cursors };
+    const ctx: CommandContext = {
+      engine: this.engine,
+      db,
+      txn: undefined,
+      cursors: this.#cursors,
+      version: `${this.#options.serverVersion}.0`,
+    };
     if (typeof body.maxTimeMS === 'number' && body.maxTimeMS > 0) ctx.maxTimeMS = body.maxTimeMS;
     if (body.autocommit !== undefined) return this.#inTransaction(name, body, ctx);
     if (body.txnNumber !== undefined) return this.#retryableWrite(name, body, ctx);
@@ -270,7 +295,8 @@ export class StandInServer {
 
   async #run(name: string, body: Doc, ctx: CommandContext): Promise<Doc> {
     const handler = handlers[name];
-    if (!handler) throw errors.commandNotFound(name);
+    // MongoDB before 8.0 has no bulkWrite command.
+    if (!handler || (name === 'bulkWrite' && this.#options.serverVersion === '7.0')) throw errors.commandNotFound(name);
     return handler(body, ctx);
   }
 
@@ -436,7 +462,7 @@ export class StandInServer {
       logicalSessionTimeoutMinutes: 30,
       connectionId,
       minWireVersion: 0,
-      maxWireVersion: MAX_WIRE_VERSION,
+      maxWireVersion: WIRE_VERSIONS[this.#options.serverVersion],
       readOnly: false,
     };
     const setName = this.replicaSet;
