@@ -103,6 +103,8 @@ function select(ctx: CommandContext, ns: string, filter: Doc | undefined): Doc[]
     return found;
   }
   if (filter) {
+    // The narrowest equality an index has a field for.
+    let best: { path: string; value: unknown; count: number } | undefined;
     for (const path of Object.keys(filter)) {
       const condition = filter[path];
       if (path.startsWith('$')) continue;
@@ -111,8 +113,12 @@ function select(ctx: CommandContext, ns: string, filter: Doc | undefined): Doc[]
         if (!Object.hasOwn(condition, '$eq')) continue;
         pinned = condition.$eq;
       }
-      const candidates = ctx.engine.candidates(ns, path, pinned, ctx.txn);
-      if (candidates) return candidates.filter((doc) => matches(doc, filter));
+      const count = ctx.engine.postingCount(ns, path, pinned);
+      if (count !== undefined && (best === undefined || count < best.count)) best = { path, value: pinned, count };
+    }
+    if (best) {
+      const candidates = ctx.engine.candidates(ns, best.path, best.value, ctx.txn) as Doc[];
+      return candidates.filter((doc) => matches(doc, filter));
     }
   }
   return ctx.engine.scan(ns, ctx.txn).filter((doc) => matches(doc, filter));

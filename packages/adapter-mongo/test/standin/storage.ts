@@ -29,8 +29,8 @@ export class Collection {
   /** For each unique secondary index: index key to the id key of the latest committed holder. */
   readonly uniqueKeys = new Map<string, Map<string, string>>();
   /**
-   * Equality lookup on the first field of each secondary index: value to the
-   * ids of documents that held it in some version (a superset; readers check
+   * Equality lookup on each field of each secondary index: value to the ids
+   * of documents that held it in some version (a superset; readers check
    * each candidate's visible version against the whole filter).
    */
   readonly postings = new Map<string, Map<string, Set<string>>>();
@@ -183,8 +183,17 @@ export class Engine {
   }
 
   /**
+   * How many documents may hold `value` at `path`, by the index postings
+   * (a bound, for choosing the narrowest lookup); undefined when no index has `path`.
+   */
+  postingCount(ns: string, path: string, value: unknown): number | undefined {
+    const ids = this.collections.get(ns)?.postings.get(path);
+    return ids ? (ids.get(canonical(value))?.size ?? 0) : undefined;
+  }
+
+  /**
    * The documents `txn` sees whose `path` may equal `value`, through the
-   * index postings; undefined when no index starts with `path`.
+   * index postings; undefined when no index has `path`.
    */
   candidates(ns: string, path: string, value: unknown, txn?: Transaction): Doc[] | undefined {
     const collection = this.collections.get(ns);
@@ -386,7 +395,7 @@ export class Engine {
       collection.uniqueKeys.set(spec.name, keys);
     }
     collection.indexes.push(spec);
-    collection.indexField(Object.keys(spec.key)[0] as string);
+    for (const path of Object.keys(spec.key)) collection.indexField(path);
     return true;
   }
 
