@@ -73,9 +73,12 @@ function recentGrowthNote(results: Results, target: string, measured: number): s
  * Test servers that answer "the last n by position" by sorting every matching
  * document (checked in their sources), where a production server walks an index.
  */
+const MONGO_STAND_IN_SORTS =
+  "The bench runs the adapter's MongoDB stand-in, whose find sorts every matching document before it applies the limit (its indexes serve equality only); a mongod with the adapter's (session, seq) index reads just the last entries. Not measured here: no mongod on this machine.";
+
 const SERVER_SORTS: Record<string, string> = {
-  mongodb:
-    "The bench runs the adapter's MongoDB stand-in, whose find sorts every matching document before it applies the limit (its indexes serve equality only); a mongod with the adapter's (session, seq) index reads just the last entries. Not measured here: no mongod on this machine.",
+  mongodb: MONGO_STAND_IN_SORTS,
+  'mongodb-7': MONGO_STAND_IN_SORTS,
   firestore:
     "The bench runs the npm Firestore emulator, which sorts every document of the events collection before it applies the limit; Firestore itself serves ordered, limited queries from its indexes. Not measured here: no access to Firestore or Google's emulator.",
 };

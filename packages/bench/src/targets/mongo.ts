@@ -1,42 +1,53 @@
-/** `@adk-state/adapter-mongo` on the stand-in server, round trips counted by the driver's command monitoring. */
+/**
+ * `@adk-state/adapter-mongo` on the stand-in server, round trips counted by
+ * the driver's command monitoring: on MongoDB 8.0 (an append is one
+ * `bulkWrite` command and the commit) and on MongoDB 7.0 (the session and
+ * bucket writes, the event write, the commit).
+ */
 import { MongoClient } from 'mongodb';
-import { type MongoBackend, mongoBackend } from '../backends/mongo.js';
-import { adapterSeeder, defineTarget, type OpenTarget } from './types.js';
+import { type MongoBackend, mongo7Backend, mongoBackend } from '../backends/mongo.js';
+import { adapterSeeder, type BackendSpec, defineTarget, type OpenTarget } from './types.js';
 
 /** Connection handshakes, not requests of an operation. */
 const HANDSHAKES = new Set(['hello', 'isMaster', 'ismaster']);
 
-export const mongoStore = defineTarget<MongoBackend>({
-  id: 'mongodb',
-  label: 'adk-state MongoDB',
-  kind: 'store',
-  backend: mongoBackend,
-  async open(backend): Promise<OpenTarget> {
-    const { MongoSessionService } = await import('@adk-state/adapter-mongo');
-    const seeding = await import('../../../adapter-mongo/test/seed.js');
-    const client = new MongoClient(backend.url, { monitorCommands: true });
-    let commands = 0;
-    client.on('commandStarted', (event) => {
-      if (!HANDSHAKES.has(event.commandName)) commands++;
-    });
-    const service = new MongoSessionService({ client, dbName: 'adk_state_bench' });
-    await service.ready();
-    return {
+async function openMongo(backend: MongoBackend): Promise<OpenTarget> {
+  const { MongoSessionService } = await import('@adk-state/adapter-mongo');
+  const seeding = await import('../../../adapter-mongo/test/seed.js');
+  const client = new MongoClient(backend.url, { monitorCommands: true });
+  let commands = 0;
+  client.on('commandStarted', (event) => {
+    if (!HANDSHAKES.has(event.commandName)) commands++;
+  });
+  const service = new MongoSessionService({ client, dbName: 'adk_state_bench' });
+  await service.ready();
+  const bulk = service.store.usesBulkWrite;
+  return {
+    service,
+    // The adapter's own bulk seeder writes the documents its appends would write.
+    seed: adapterSeeder(seeding, service.store),
+    details: bulk
+      ? 'appends as one bulkWrite command (MongoDB 8) and the commit'
+      : 'appends as an update of the sessions collection (revision check and buckets), an update of the events collection and the commit',
+    roundTrips: {
+      unit: `commands sent by the mongodb driver (command monitoring)${bulk ? ', bulkWrite' : ''}`,
       service,
-      // The adapter's own bulk seeder writes the documents its appends would write.
-      seed: adapterSeeder(seeding, service.store),
-      roundTrips: {
-        unit: 'commands sent by the mongodb driver (command monitoring)',
-        service,
-        async count(operation) {
-          commands = 0;
-          await operation();
-          return commands;
-        },
+      async count(operation) {
+        commands = 0;
+        await operation();
+        return commands;
       },
-      async close() {
-        await client.close();
-      },
-    };
-  },
-});
+    },
+    async close() {
+      await client.close();
+    },
+  };
+}
+
+function mongoTarget(id: string, label: string, backend: BackendSpec<MongoBackend>) {
+  return defineTarget<MongoBackend>({ id, label, kind: 'store', backend, open: openMongo });
+}
+
+export const mongoStore = mongoTarget('mongodb', 'adk-state MongoDB', mongoBackend);
+
+export const mongo7Store = mongoTarget('mongodb-7', 'adk-state MongoDB 7.0', mongo7Backend);

@@ -5,7 +5,7 @@
 import { adkDatabasePostgres, adkDatabaseSqlite, adkInMemory } from './adk.js';
 import { firestoreStore } from './firestore.js';
 import { memoryStore } from './memory.js';
-import { mongoStore } from './mongo.js';
+import { mongo7Store, mongoStore } from './mongo.js';
 import { redisStore } from './redis.js';
 import type { AnyTargetSpec } from './types.js';
 
@@ -13,6 +13,7 @@ export const TARGETS: readonly AnyTargetSpec[] = [
   memoryStore,
   redisStore,
   mongoStore,
+  mongo7Store,
   firestoreStore,
   adkInMemory,
   adkDatabaseSqlite,
