@@ -32,7 +32,7 @@ export interface MongoSessionServiceOptions extends StateSessionServiceOptions {
   clientOptions?: MongoClientOptions;
   /** Default `adk_state`. */
   dbName?: string;
-  /** Prepended to the four collection names. Default `adk_`. */
+  /** Prepended to the two collection names. Default `adk_`. */
   collectionPrefix?: string;
   /** Sessions (and their events) expire this many seconds after their creation. Default: never. */
   sessionTtlSeconds?: number;
