@@ -102,7 +102,7 @@ export class RedisStore implements SessionStore {
       limit = 0;
     }
     const reply = await this.#run(
-      'loadSession',
+      'getSession',
       false,
       call,
       scripts.load,
@@ -206,22 +206,23 @@ export class RedisStore implements SessionStore {
   async readUserState(appName: string, userId: string, call?: StoreCall): Promise<Bucket> {
     const keys = userKeys(this.#prefix, appName, userId);
     return toBucket(
-      (await this.#run('readUserState', false, call, scripts.readBucket, [keys.userState], [])) as string[],
+      (await this.#run('getUserState', false, call, scripts.readBucket, [keys.userState], [])) as string[],
     );
   }
 
   async readAppState(appName: string, call?: StoreCall): Promise<Bucket> {
     const keys = appKeys(this.#prefix, appName);
-    return toBucket(
-      (await this.#run('readAppState', false, call, scripts.readBucket, [keys.appState], [])) as string[],
-    );
+    return toBucket((await this.#run('getAppState', false, call, scripts.readBucket, [keys.appState], [])) as string[]);
   }
 
   async close(): Promise<void> {
     await this.#release?.();
   }
 
-  /** Runs one script for one store call (see `connection.ts` for deadlines and honest failures). */
+  /**
+   * Runs one script for one store call (see `connection.ts` for deadlines and
+   * honest failures); `operation` names the call in errors as the service does.
+   */
   #run(
     operation: string,
     write: boolean,
