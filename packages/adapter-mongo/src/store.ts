@@ -90,6 +90,7 @@ export class SchemaVersionError extends AdkStateError {
 }
 
 const MAX_TIME_MS_EXPIRED = 50;
+const WRITE_CONFLICT = 112;
 /**
  * How a server refuses a command it does not have (CommandNotFound,
  * CommandNotSupported) or does not run in a transaction
@@ -797,15 +798,34 @@ function hasLabel(error: unknown, label: string): boolean {
 }
 
 /**
- * The error a failed `bulkWrite` stands for: the driver wraps the server's
+ * The error a failed `bulkWrite` stands for. The driver wraps the server's
  * error (with its code and labels, such as `TransientTransactionError` on a
- * write conflict) in a `MongoClientBulkWriteError` as its `cause`.
+ * write conflict) in a `MongoClientBulkWriteError` as its `cause`; a failed
+ * operation reported in the command's results comes as the first of its
+ * `writeErrors`, whose write conflict is as transient as any other.
  */
 function bulkWriteCause(error: unknown): unknown {
-  if (error instanceof Error && error.name === 'MongoClientBulkWriteError' && error.cause !== undefined) {
-    return error.cause;
+  if (!(error instanceof Error) || error.name !== 'MongoClientBulkWriteError') return error;
+  if (error.cause !== undefined) return error.cause;
+  const writeErrors = (error as { writeErrors?: Map<number, { code: number; message: string }> }).writeErrors;
+  const first = writeErrors?.values().next().value;
+  return first ? new BulkWriteFailure(first.code, first.message, error) : error;
+}
+
+/** An operation of a `bulkWrite` failed: its code, and the driver's error as the cause. */
+class BulkWriteFailure extends Error {
+  readonly code: number;
+
+  constructor(code: number, message: string, cause: Error) {
+    super(message, { cause });
+    this.name = 'BulkWriteFailure';
+    this.code = code;
   }
-  return error;
+
+  /** As MongoDB labels a write conflict inside a transaction. */
+  hasErrorLabel(label: string): boolean {
+    return label === TRANSIENT && this.code === WRITE_CONFLICT;
+  }
 }
 
 /**
