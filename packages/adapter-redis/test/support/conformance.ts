@@ -4,31 +4,10 @@
  * making its own client from `url`. Both declare the outage capability
  * (the server paused with SIGSTOP) unless the server comes from the environment.
  */
-import type { ConformanceTarget, Divergence } from '@adk-state/conformance-tests';
+import type { ConformanceTarget } from '@adk-state/conformance-tests';
 import type { Cluster, Redis } from 'ioredis';
 import { RedisSessionService, type RedisSessionServiceOptions } from '../../src/index.js';
 import type { TargetBackend } from './targets.js';
-
-/**
- * The suite's outage test expects the session created during the outage to
- * read back as `{ b: 1 }` whenever it exists, but that session belongs to the
- * same user and app as the append made during the outage: when both writes
- * were applied (a paused Redis applies every command it was sent once it
- * runs again), its state also holds `user:n` and `app:n`. Everything else in
- * that test passes (see `test/outage.test.ts`, which checks the same outage
- * with the right expectation). Delete this record once the suite expects
- * `appended ? { b: 1, 'user:n': 2, 'app:n': 2 } : { b: 1 }` there.
- */
-const OUTAGE_EXPECTATION: Divergence = {
-  test: 'a backend outage gives typed errors in bounded time, and the service recovers › with the backend gone every method rejects with a BackendError within timeoutMs; afterwards the same service works and nothing is half-applied',
-  reason:
-    'the suite expects the session created during the outage to hold only { b: 1 }, but the append made during the outage (user:n, app:n of the same user and app) is applied too once Redis resumes',
-};
-
-/** The divergences of a target whose backend can be paused. */
-function divergencesOf(backend: TargetBackend<unknown>): Divergence[] {
-  return 'absent' in backend.outage ? [] : [OUTAGE_EXPECTATION];
-}
 
 /** What the target needs of a client: the service is typed against one ioredis, any major has this shape. */
 interface SharedClient {
@@ -63,7 +42,6 @@ export function sharedClientTarget<T>(
       new RedisSessionService({ ...options, ...extra, client: client as unknown as Redis | Cluster, keyPrefix }),
     destroy: (service) => service.close(),
     capabilities: { sharedBackend: true, outage: backend.outage },
-    divergences: divergencesOf(backend),
   };
 }
 
@@ -83,6 +61,5 @@ export function urlTarget(
     create: (options) => new RedisSessionService({ ...options, url: url as string, keyPrefix }),
     destroy: (service) => service.close(),
     capabilities: { sharedBackend: true, outage: backend.outage },
-    divergences: divergencesOf(backend),
   };
 }
