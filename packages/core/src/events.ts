@@ -4,7 +4,6 @@
  */
 import { createEvent, type Event } from '@google/adk';
 import { InvalidArgumentError } from './errors.js';
-import { scopeOf } from './scopes.js';
 import { findNonJson, type JsonRules, MAX_VALUE_DEPTH } from './values.js';
 
 /**
@@ -46,21 +45,13 @@ export function assertStorableEvent(event: Event): void {
 }
 
 /**
- * Removes the `temp:` keys from the event's state delta, in place (the delta
- * object keeps its identity, so ADK's write-order marks on it stay valid), and
- * returns them.
+ * Removes the `temp:` entries (as `splitState` picked them) from the event's
+ * state delta, in place: the delta object keeps its identity, so ADK's
+ * write-order marks on it stay valid.
  */
-export function takeTempEntries(event: Event): Map<string, unknown> {
-  const temp = new Map<string, unknown>();
+export function takeTempEntries(event: Event, temp: ReadonlyMap<string, unknown>): void {
   const delta = event.actions?.stateDelta as Record<string, unknown> | undefined;
-  if (!delta) return temp;
-  for (const key of Object.keys(delta)) {
-    if (scopeOf(key) === 'temp') {
-      temp.set(key, delta[key]);
-      delete delta[key];
-    }
-  }
-  return temp;
+  if (delta) for (const key of temp.keys()) delete delta[key];
 }
 
 /**

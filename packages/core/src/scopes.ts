@@ -53,11 +53,6 @@ export function splitState(state: Record<string, unknown> | undefined): ScopedWr
   return writes;
 }
 
-/** True when a split carries no stored write. */
-export function hasStoredWrites(writes: ScopedWrites): boolean {
-  return writes.session.size > 0 || writes.user.size > 0 || writes.app.size > 0;
-}
-
 /** Decodes one bucket into a fresh plain object of un-prefixed keys. */
 export function bucketToObject(bucket: Bucket | undefined): Record<string, unknown> {
   const result: Record<string, unknown> = {};

@@ -211,7 +211,8 @@ export class StateSessionService extends BaseSessionService {
     const delta: unknown = event.actions?.stateDelta;
     if (delta !== undefined && delta !== null) assertStateMap('event.actions.stateDelta', delta);
     const writes = splitState(delta as Record<string, unknown> | undefined);
-    const temp = takeTempEntries(event);
+    const temp = writes.temp;
+    takeTempEntries(event, temp);
     const deadline = new Deadline(this.#timeoutMs);
     let expectedRevision: number;
     try {
