@@ -11,8 +11,8 @@ const allowed = [
   /^firestore\.indexes\.json$/,
   /^LICENSE$/,
   /^CHANGELOG\.md$/,
-  /^dist\/index\.(js|cjs|d\.ts|d\.cts)$/,
-  /^dist\/cli\.js$/,
+  // Entry points (index, core's store kit, the CLI's bin) and the chunks they share.
+  /^dist\/[\w.-]+\.(js|cjs|d\.ts|d\.cts)$/,
 ];
 const required = [
   'package.json',

@@ -22,7 +22,7 @@ import {
   type SessionStore,
   type StoredEvent,
   selectEvents,
-} from '@adk-state/core';
+} from '@adk-state/core/store';
 
 /** What one app's file holds. Buckets are entry lists, so any key (even `__proto__`) is plain data. */
 interface AppFile {

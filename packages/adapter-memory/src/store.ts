@@ -22,7 +22,7 @@ import {
   type SessionStore,
   type StoredEvent,
   selectEvents,
-} from '@adk-state/core';
+} from '@adk-state/core/store';
 
 interface StoredSession {
   record: SessionRecord;

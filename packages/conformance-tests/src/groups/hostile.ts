@@ -1,6 +1,6 @@
 /** Hostile ids and keys: any string is an exact, opaque id that never reaches another key's data. */
 
-import { compareSessions } from '@adk-state/core';
+import { compareSessions } from '@adk-state/core/store';
 import { expect } from 'vitest';
 import { type Group, ids, plain, put } from '../kit.js';
 

@@ -1,0 +1,38 @@
+/**
+ * `@adk-state/core/store`: the kit for writing a store. The contract's types
+ * and the helpers every store shares (ordering, event selection, bucket
+ * merges, option checks). Applications need only the package root.
+ *
+ * @packageDocumentation
+ */
+
+export { decodeEvent, type EventFilter, encodeEvent, type StoredEvent, selectEvents } from './events.js';
+export { compareSessions, type ListQuery } from './listing.js';
+export { assertPositiveNumber, type NumberLimits } from './options.js';
+export type { SessionKey } from './requests.js';
+export {
+  APP_PREFIX,
+  type Bucket,
+  mergeInto,
+  type ScopedWrites,
+  scopeOf,
+  splitState,
+  TEMP_PREFIX,
+  USER_PREFIX,
+} from './scopes.js';
+export type {
+  AppendInput,
+  AppendResult,
+  CreateInput,
+  CreateResult,
+  ImportInput,
+  ImportResult,
+  ListResult,
+  LoadResult,
+  SessionHead,
+  SessionRecord,
+  SessionStore,
+  StoreCall,
+} from './store.js';
+export type { StoreUsage } from './telemetry.js';
+export { assertJsonValue, decodeValue, encodeValue, findNonJson, type JsonProblem, type JsonRules } from './values.js';
