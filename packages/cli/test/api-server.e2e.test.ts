@@ -6,8 +6,8 @@
 import { RedisSessionService } from '@adk-state/adapter-redis';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, type RedisServer, startRedisServer } from '../../adapter-redis/test/support/redis-server.js';
-import { AGENTS_DIR, type CliProcess, call, startCli } from './support/cli-process.js';
+import type { RedisServer } from '../../adapter-redis/test/support/redis-server.js';
+import { type CliProcess, call, serveAgentsOnRedis } from './support/cli-process.js';
 
 interface SessionJson {
   id: string;
@@ -18,21 +18,17 @@ interface SessionJson {
 const message = (text: string) => ({ role: 'user', parts: [{ text }] });
 
 describe('adk-state api_server --session_service_uri redis://…', () => {
+  let served: Awaited<ReturnType<typeof serveAgentsOnRedis>>;
   let redis: RedisServer;
   let cli: CliProcess;
 
   beforeAll(async () => {
-    redis = await startRedisServer();
-    const port = await freePort();
-    cli = await startCli(
-      ['api_server', AGENTS_DIR, '--host', '127.0.0.1', '--port', String(port), '--session_service_uri', redis.url],
-      port,
-    );
+    served = await serveAgentsOnRedis('api_server');
+    ({ redis, cli } = served);
   }, 90_000);
 
   afterAll(async () => {
-    await cli?.stop();
-    await redis?.stop();
+    await served?.stop();
   });
 
   it('serves list-apps, create, list, get, run, run_sse and delete, with the sessions kept in Redis', async () => {

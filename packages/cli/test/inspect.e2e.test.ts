@@ -7,12 +7,12 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { RedisSessionService } from '@adk-state/adapter-redis';
 import { Runner } from '@google/adk';
-import { type Browser, chromium } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort, type RedisServer, startRedisServer } from '../../adapter-redis/test/support/redis-server.js';
 import type { Timeline } from '../src/index.js';
 import { rootAgent } from './fixtures/agents/greeter/agent.js';
-import { chromiumPath } from './support/browser.js';
+import { launchBrowser, loopbackPage } from './support/browser.js';
 import { runCli, startCli } from './support/cli-process.js';
 
 const ARTIFACTS = fileURLToPath(new URL('../../../.tmp/artifacts/', import.meta.url));
@@ -136,9 +136,8 @@ describe('adk-state inspect', () => {
         'adk-state inspect: serving',
       );
       try {
-        browser = await chromium.launch({ executablePath: chromiumPath(), headless: true, args: ['--no-sandbox'] });
-        const page = await browser.newPage({ viewport: { width: 1400, height: 800 } });
-        await page.route(/^https?:\/\/(?!127\.0\.0\.1[:/])/, (route) => route.abort());
+        browser = await launchBrowser();
+        const page = await loopbackPage(browser, 1400);
         await page.goto(cli.url, { waitUntil: 'networkidle' });
         await page.getByText(`ada / ${sessionId}`).click();
         await expect.poll(() => page.locator('tr.event').count()).toBe(8);

@@ -7,39 +7,33 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { RedisSessionService } from '@adk-state/adapter-redis';
-import { type Browser, chromium } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, type RedisServer, startRedisServer } from '../../adapter-redis/test/support/redis-server.js';
-import { chromiumPath } from './support/browser.js';
-import { AGENTS_DIR, type CliProcess, startCli } from './support/cli-process.js';
+import type { RedisServer } from '../../adapter-redis/test/support/redis-server.js';
+import { launchBrowser, loopbackPage } from './support/browser.js';
+import { type CliProcess, serveAgentsOnRedis } from './support/cli-process.js';
 
 const ARTIFACTS = fileURLToPath(new URL('../../../.tmp/artifacts/', import.meta.url));
 
 describe('adk-state web --session_service_uri redis://… in headless Chromium', () => {
+  let served: Awaited<ReturnType<typeof serveAgentsOnRedis>>;
   let redis: RedisServer;
   let cli: CliProcess;
   let browser: Browser;
 
   beforeAll(async () => {
-    redis = await startRedisServer();
-    const port = await freePort();
-    cli = await startCli(
-      ['web', AGENTS_DIR, '--host', '127.0.0.1', '--port', String(port), '--session_service_uri', redis.url],
-      port,
-    );
-    browser = await chromium.launch({ executablePath: chromiumPath(), headless: true, args: ['--no-sandbox'] });
+    served = await serveAgentsOnRedis('web');
+    ({ redis, cli } = served);
+    browser = await launchBrowser();
   }, 120_000);
 
   afterAll(async () => {
     await browser?.close();
-    await cli?.stop();
-    await redis?.stop();
+    await served?.stop();
   });
 
   it('picks the app, sends a message, shows the reply, and the session is in Redis', async () => {
-    const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
-    // Only loopback: the UI's web fonts are the one thing it asks the internet for.
-    await page.route(/^https?:\/\/(?!127\.0\.0\.1[:/]|localhost[:/])/, (route) => route.abort());
+    const page = await loopbackPage(browser, 1280);
     await page.goto(`${cli.url}/`, { waitUntil: 'networkidle' });
     await expect.poll(() => page.url()).toContain('app=greeter');
 

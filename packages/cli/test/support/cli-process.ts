@@ -4,6 +4,7 @@
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { freePort, type RedisServer, startRedisServer } from '../../../adapter-redis/test/support/redis-server.js';
 
 const CLI = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
 export const AGENTS_DIR = fileURLToPath(new URL('../fixtures/agents', import.meta.url));
@@ -79,6 +80,26 @@ export function runCli(args: string[]): Promise<{ code: number | null; stdout: s
       },
     );
   });
+}
+
+/** A fresh redis-server and `adk-state <command>` serving the sample agents on it. */
+export async function serveAgentsOnRedis(
+  command: 'web' | 'api_server',
+): Promise<{ redis: RedisServer; cli: CliProcess; stop(): Promise<void> }> {
+  const redis = await startRedisServer();
+  const port = await freePort();
+  const cli = await startCli(
+    [command, AGENTS_DIR, '--host', '127.0.0.1', '--port', String(port), '--session_service_uri', redis.url],
+    port,
+  );
+  return {
+    redis,
+    cli,
+    async stop() {
+      await cli.stop();
+      await redis.stop();
+    },
+  };
 }
 
 /** `fetch` of `path` on `base` with a JSON body; resolves with the status and the parsed body. */
