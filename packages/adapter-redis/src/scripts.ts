@@ -68,6 +68,50 @@ return { redis.call('HGETALL', KEYS[4]), redis.call('HGETALL', KEYS[5]) }
 `;
 
 /**
+ * importSession: a whole session at once, as createSession with the given
+ * revision and lastUpdateTime, then every event in order (an id seen twice
+ * replaces its earlier entry in place, as an append would).
+ * KEYS: as createSession
+ * ARGV: lastUpdateTime, revision, nSession, nUser, nApp, ttlMs, appMember, userMember, expiryMember,
+ *       pairs..., nEvents, then per event: entry, eventIdField
+ * Returns 0 when the session exists, else 1.
+ */
+export const IMPORT = `${HELPERS}
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('DEL', KEYS[2], KEYS[3])
+local head = { '\\0r', ARGV[2], '\\0t', ARGV[1] }
+local next = hset_pairs(KEYS[1], head, 10, tonumber(ARGV[3]))
+next = hset_pairs(KEYS[4], nil, next, tonumber(ARGV[4]))
+next = hset_pairs(KEYS[5], nil, next, tonumber(ARGV[5]))
+local count = 0
+local last = next + 2 * tonumber(ARGV[next]) - 1
+local batch = {}
+for at = next + 1, last, 2 do
+  local position = redis.call('HGET', KEYS[3], ARGV[at + 1])
+  if position then
+    if #batch > 0 then redis.call('RPUSH', KEYS[2], unpack(batch)) batch = {} end
+    redis.call('LSET', KEYS[2], position, ARGV[at])
+  else
+    redis.call('HSET', KEYS[3], ARGV[at + 1], count)
+    batch[#batch + 1] = ARGV[at]
+    count = count + 1
+    if #batch >= 1000 then redis.call('RPUSH', KEYS[2], unpack(batch)) batch = {} end
+  end
+end
+if #batch > 0 then redis.call('RPUSH', KEYS[2], unpack(batch)) end
+redis.call('HSET', KEYS[1], '\\0n', count)
+redis.call('ZADD', KEYS[6], ARGV[1], ARGV[7])
+redis.call('ZADD', KEYS[7], ARGV[1], ARGV[8])
+local ttl = tonumber(ARGV[6])
+if ttl > 0 then
+  expire_session(KEYS[1], KEYS[2], KEYS[3], KEYS[8], ttl, ARGV[9])
+else
+  redis.call('ZREM', KEYS[8], ARGV[9])
+end
+return 1
+`;
+
+/**
  * appendEvent: revision check, event stored or replaced in place, the three
  * deltas, lastUpdateTime, revision, indexes; all or nothing.
  * The session hash keeps the event count, so a new event's position is known

@@ -11,6 +11,8 @@ import type {
   CreateInput,
   CreateResult,
   EventFilter,
+  ImportInput,
+  ImportResult,
   ListQuery,
   ListResult,
   LoadResult,
@@ -32,11 +34,12 @@ import {
   UPDATED_FIELD,
   userKeys,
 } from './keys.js';
-import { APPEND, CREATE, DELETE, LIST, LOAD, READ_BUCKET, runScript, type Script, script } from './scripts.js';
+import { APPEND, CREATE, DELETE, IMPORT, LIST, LOAD, READ_BUCKET, runScript, type Script, script } from './scripts.js';
 
 const scripts = {
   create: script('create', CREATE),
   append: script('append', APPEND),
+  importSession: script('import', IMPORT),
   load: script('load', LOAD),
   remove: script('delete', DELETE),
   list: script('list', LIST),
@@ -89,6 +92,20 @@ export class RedisStore implements SessionStore {
     if (!Array.isArray(reply)) return { status: 'exists' };
     const [user, app] = reply as [string[], string[]];
     return { status: 'created', userState: toBucket(user), appState: toBucket(app) };
+  }
+
+  /** The whole session in one script: record, buckets, every event in order, lastUpdateTime; atomic. */
+  async importSession(input: ImportInput, call?: StoreCall): Promise<ImportResult> {
+    const keys = this.#keys(input.key);
+    const events: string[] = [String(input.events.length)];
+    for (const event of input.events) events.push(encodeEntry(event), encodeText(event.id));
+    const reply = await this.#run('importSession', true, call, scripts.importSession, writeKeys(keys), [
+      String(input.lastUpdateTime),
+      String(input.revision),
+      ...this.#bucketArguments(keys, input.state, input.userDelta, input.appDelta),
+      ...events,
+    ]);
+    return Number(reply) === 1 ? { status: 'imported' } : { status: 'exists' };
   }
 
   async loadSession(key: SessionKey, filter: EventFilter, call?: StoreCall): Promise<LoadResult | undefined> {

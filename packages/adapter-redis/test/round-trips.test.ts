@@ -27,6 +27,7 @@ async function measureEveryOperation(nodes: RedisNodes, connectionName: string, 
   await service.listSessions({ appName });
   await service.getUserState({ appName, userId: 'warm' });
   await service.deleteSession({ appName, userId: 'warm', sessionId: 'w' });
+  await service.importSession({ ...warm, id: 'w2' });
 
   let session: Session | undefined;
   const counts: Record<string, string[]> = {};
@@ -71,7 +72,9 @@ async function measureEveryOperation(nodes: RedisNodes, connectionName: string, 
   await record('appendEvent (stale)', () =>
     service.appendEvent({ session: stale, event: event({}, 201) }).catch(() => undefined),
   );
+  const copy = (await service.getSession({ appName, userId: 'u1', sessionId: 's1' })) as Session;
   await record('deleteSession', () => service.deleteSession({ appName, userId: 'u1', sessionId: 's1' }));
+  await record('importSession', () => service.importSession(copy));
   return counts;
 }
 
@@ -90,6 +93,7 @@ const EXPECTED = {
   'createSession (exists)': ['evalsha'],
   'appendEvent (stale)': ['evalsha'],
   deleteSession: ['evalsha'],
+  importSession: ['evalsha'],
 };
 
 describe('round trips on a single server', () => {
