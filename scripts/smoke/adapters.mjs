@@ -48,7 +48,7 @@ async function startRedis() {
 }
 
 async function startMongoStandIn() {
-  const helper = await startHelper('adapter-mongo', 'test/standin/cli.ts');
+  const helper = await startHelper('mongo-standin', 'src/cli.ts');
   return { env: { MONGODB_URL: helper.info.url }, stop: helper.stop };
 }
 

@@ -5,8 +5,9 @@
  * 8.0 (with the multi-collection `bulkWrite` command) on a free port and
  * stopped after the run.
  */
+
+import { type StandIn, startStandIn } from '@adk-state/mongo-standin';
 import type { TestProject } from 'vitest/node';
-import { type StandIn, startStandIn } from './standin/index.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {

@@ -8,12 +8,12 @@
  * pointed at a closed port fails every call in bounded time.
  */
 import { createServer } from 'node:net';
+import { type StandIn, startStandIn } from '@adk-state/mongo-standin';
 import type { Session } from '@google/adk';
 import { MongoClient } from 'mongodb';
 import { MongoClient as LowestMongoClient } from 'mongodb-lowest';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { MongoSessionService } from '../src/index.js';
-import { type StandIn, startStandIn } from './standin/index.js';
 import { event, uniqueApp } from './support.js';
 
 /** The stand-in a test injects faults into (the one of the running block). */

@@ -6,12 +6,13 @@
  * and the driver has `MongoClient.bulkWrite`, and 3 otherwise, whatever its
  * delta holds.
  */
+
+import { type StandIn, type StandInVersion, startStandIn } from '@adk-state/mongo-standin';
 import type { Session } from '@google/adk';
 import { MongoClient } from 'mongodb';
 import { MongoClient as LowestMongoClient } from 'mongodb-lowest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MongoSessionService } from '../src/index.js';
-import { type StandIn, type StandInVersion, startStandIn } from './standin/index.js';
 import { dropDatabase, event, mongoUrl, uniqueApp, uniqueDbName, usingStandIn } from './support.js';
 
 type MakeClient = (url: string) => MongoClient;

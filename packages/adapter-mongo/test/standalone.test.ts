@@ -2,10 +2,11 @@
  * On a standalone server (no transactions) the store refuses every
  * operation with StandaloneServerError on first use, before writing anything.
  */
+
+import { type StandIn, startStandIn } from '@adk-state/mongo-standin';
 import { MongoClient } from 'mongodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MongoSessionService, StandaloneServerError } from '../src/index.js';
-import { type StandIn, startStandIn } from './standin/index.js';
 
 let standalone: StandIn;
 

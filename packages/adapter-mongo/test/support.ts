@@ -2,11 +2,11 @@
 import { randomUUID } from 'node:crypto';
 import type { OutageControl } from '@adk-state/conformance-tests';
 import type { StateSessionServiceOptions } from '@adk-state/core';
+import { type StandIn, type StandInVersion, startStandIn } from '@adk-state/mongo-standin';
 import { createEvent, createEventActions, type Event } from '@google/adk';
 import { MongoClient } from 'mongodb';
 import { inject } from 'vitest';
 import { MongoSessionService, type MongoSessionServiceOptions } from '../src/index.js';
-import { type StandIn, type StandInVersion, startStandIn } from './standin/index.js';
 
 /** The connection string of the server under test (MONGODB_URL, or the stand-in of this run). */
 export function mongoUrl(): string {

@@ -12,7 +12,7 @@ import { MongoSessionService } from '@adk-state/adapter-mongo';
 import { RedisSessionService } from '@adk-state/adapter-redis';
 import { createEvent, Runner, type Session } from '@google/adk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startStandIn } from '../../adapter-mongo/test/standin/index.js';
+import { startStandIn } from '@adk-state/mongo-standin';
 import { type RedisServer, startRedisServer } from '../../adapter-redis/test/support/redis-server.js';
 import { sessionServiceFromUri } from '../src/index.js';
 import { rootAgent } from './fixtures/agents/greeter/agent.js';

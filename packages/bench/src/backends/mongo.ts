@@ -15,7 +15,7 @@ export interface MongoBackend extends RunningBackend {
   url: string;
 }
 
-const CLI = fileURLToPath(new URL('../../../adapter-mongo/test/standin/cli.ts', import.meta.url));
+const CLI = fileURLToPath(import.meta.resolve('@adk-state/mongo-standin/cli'));
 
 function standInBackend(id: string, serverVersion: '7.0' | '8.0'): BackendSpec<MongoBackend> {
   return {

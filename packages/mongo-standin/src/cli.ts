@@ -2,7 +2,7 @@
  * Starts the stand-in from a shell, for scripts that need a MongoDB outside
  * a test run (the consumer smoke test, a benchmark, a manual session):
  *
- *   node --import tsx test/standin/cli.ts [--standalone] [--port N] [--server-version 7.0|8.0]
+ *   node --import tsx src/cli.ts (pnpm --filter @adk-state/mongo-standin start) [--standalone] [--port N] [--server-version 7.0|8.0]
  *
  * `--server-version 8.0` reports MongoDB 8.0, with its multi-collection
  * `bulkWrite` command; the default is 7.0. Prints one JSON line,

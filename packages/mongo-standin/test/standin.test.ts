@@ -7,7 +7,7 @@
 import { Binary, Long } from 'bson';
 import { type ClientSession, MongoClient } from 'mongodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type StandIn, startStandIn } from './standin/index.js';
+import { type StandIn, startStandIn } from '../src/index.js';
 
 let standIn: StandIn;
 let client: MongoClient;
