@@ -63,17 +63,3 @@ export function decodeFieldName(name: string): string {
   if (name === '%') return '';
   return name.replace(/%([0-9A-F]{4})/g, (_, hex: string) => String.fromCharCode(Number.parseInt(hex, 16)));
 }
-
-/**
- * A string whose code-point order (and so UTF-8 byte order) is the UTF-16
- * code-unit order of `value`: each code unit maps to one code point, those
- * from U+D800 up shifted past the surrogate range.
- */
-export function sortKey(value: string): string {
-  let key = '';
-  for (let i = 0; i < value.length; i++) {
-    const unit = value.charCodeAt(i);
-    key += String.fromCodePoint(unit < 0xd800 ? unit : unit + 0x800);
-  }
-  return key;
-}

@@ -4,13 +4,13 @@
  * appends, one document per event and an optional session time-to-live.
  */
 import {
-  assertPositiveNumber,
   DEFAULT_TIMEOUT_MS,
   InvalidArgumentError,
   MAX_TIMEOUT_MS,
   StateSessionService,
   type StateSessionServiceOptions,
 } from '@adk-state/core';
+import { assertPositiveNumber } from '@adk-state/core/store';
 import { MongoClient, type MongoClientOptions } from 'mongodb';
 import { MongoStore } from './store.js';
 

@@ -7,7 +7,7 @@
  * ever meets the 16 MB document limit. Every document carries
  * `schemaVersion`.
  */
-import type { Bucket } from '@adk-state/core';
+import type { Bucket } from '@adk-state/core/store';
 import type { Document, IndexDescription } from 'mongodb';
 import { decodeFieldName, encodeFieldName, encodeKeyPart, type KeyPart } from './encoding.js';
 

@@ -14,6 +14,8 @@
  * `maxTimeMS` (and the call's abort signal, which driver 7 honours); a call
  * the service has given up on sends no further command and never commits.
  */
+
+import { AdkStateError, BackendError } from '@adk-state/core';
 import type {
   AppendInput,
   AppendResult,
@@ -31,8 +33,8 @@ import type {
   SessionStore,
   StoreCall,
   StoredEvent,
-} from '@adk-state/core';
-import { AdkStateError, BackendError } from '@adk-state/core';
+} from '@adk-state/core/store';
+import { utf16OrderKey } from '@adk-state/core/store';
 import type {
   AnyBulkWriteOperation,
   ClientBulkWriteModel,
@@ -43,7 +45,7 @@ import type {
   Filter,
   MongoClient,
 } from 'mongodb';
-import { decodeKeyPart, encodeKeyPart, type KeyPart, sortKey } from './encoding.js';
+import { decodeKeyPart, encodeKeyPart, type KeyPart } from './encoding.js';
 import {
   appBucketId,
   type BucketDoc,
@@ -399,7 +401,7 @@ export class MongoStore implements SessionStore {
     const now = this.#config.now();
     const ttl = this.#config.sessionTtlSeconds;
     const head: Omit<SessionDoc, '_id'> = {
-      sortId: sortKey(key.sessionId),
+      sortId: utf16OrderKey(key.sessionId),
       ...fields,
       createdAt: new Date(now),
       ...(ttl !== undefined ? { expiresAt: new Date(now + ttl * 1000) } : {}),

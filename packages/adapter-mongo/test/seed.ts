@@ -4,9 +4,8 @@
  * would write, so read workloads over long histories start in seconds.
  */
 import { randomInt, randomUUID } from 'node:crypto';
-import { type Bucket, encodeEvent, mergeInto, type SessionKey, splitState } from '@adk-state/core';
+import { type Bucket, encodeEvent, mergeInto, type SessionKey, splitState, utf16OrderKey } from '@adk-state/core/store';
 import type { Event } from '@google/adk';
-import { sortKey } from '../src/encoding.js';
 import {
   appBucketId,
   type EventDoc,
@@ -65,7 +64,7 @@ export async function seedHistory(
   }
   const head: SessionDoc = {
     _id: sessionId(key.appName, key.userId, key.sessionId),
-    sortId: sortKey(key.sessionId),
+    sortId: utf16OrderKey(key.sessionId),
     lastUpdateTime: events.length > 0 ? (events[events.length - 1] as Event).timestamp : createTime,
     revision: first + events.length,
     state: toStateFields(session),
@@ -95,7 +94,7 @@ export async function seedSessions(
       const id = randomUUID();
       docs.push({
         _id: sessionId(appName, users[i % users.length] as string, id),
-        sortId: sortKey(id),
+        sortId: utf16OrderKey(id),
         lastUpdateTime: createTime + i,
         revision: firstRevision(),
         state: {},

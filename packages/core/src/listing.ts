@@ -72,6 +72,23 @@ export function pageInfo(request: ListSessionsRequest, totalItems: number): Page
   return { page: effectivePage, limit, totalItems, totalPages };
 }
 
+/**
+ * A string whose code-point order, and so its UTF-8 byte order (the order of
+ * MongoDB, Firestore and most databases), is the UTF-16 code-unit order of
+ * `text`, the order of JavaScript's `<` that {@link compareSessions} uses for
+ * ties. Each code unit becomes one code point: those below U+D800 stay, the
+ * rest move up past the surrogate range (+0x800), so lone surrogates need no
+ * special case and most ids come back unchanged.
+ */
+export function utf16OrderKey(text: string): string {
+  let key = '';
+  for (let i = 0; i < text.length; i++) {
+    const unit = text.charCodeAt(i);
+    key += unit < 0xd800 ? text[i] : String.fromCodePoint(unit + 0x800);
+  }
+  return key;
+}
+
 /** Orders session heads as every store must: by lastUpdateTime, ties by id ascending. */
 export function compareSessions(order: 'asc' | 'desc') {
   return (a: { id: string; lastUpdateTime: number }, b: { id: string; lastUpdateTime: number }): number => {

@@ -7,7 +7,7 @@
  */
 
 export { decodeEvent, type EventFilter, encodeEvent, type StoredEvent, selectEvents } from './events.js';
-export { compareSessions, type ListQuery } from './listing.js';
+export { compareSessions, type ListQuery, utf16OrderKey } from './listing.js';
 export { assertPositiveNumber, type NumberLimits } from './options.js';
 export type { SessionKey } from './requests.js';
 export {

@@ -1,6 +1,7 @@
 import { InMemorySessionService, type ListSessionsRequest } from '@google/adk';
 import { describe, expect, it } from 'vitest';
 import { compareSessions, pageInfo, toListQuery } from '../src/index.js';
+import { utf16OrderKey } from '../src/store-kit.js';
 
 /** Applies a store query to an ordered list of ids, as any store must. */
 function window(ids: string[], request: ListSessionsRequest): string[] {
@@ -61,5 +62,32 @@ describe('listing metadata', () => {
       offset: 10,
       limit: 5,
     });
+  });
+});
+
+describe('utf16OrderKey', () => {
+  it('orders by UTF-8 bytes (code points) exactly as JavaScript orders the strings, lone surrogates included', () => {
+    const texts = [
+      '',
+      'a',
+      'b',
+      'ab',
+      '\u007f',
+      '\u0080',
+      '\ud7ff',
+      '\ud800',
+      '\udbff\udfff',
+      '\udc00',
+      '\ue000',
+      '\uffff',
+      '\ud83d\ude00',
+      'z\ud800',
+      'z',
+    ];
+    const utf8 = (text: string) => Buffer.from(utf16OrderKey(text), 'utf8');
+    const byKey = [...texts].sort((x, y) => Buffer.compare(utf8(x), utf8(y)));
+    expect(byKey).toEqual([...texts].sort());
+    expect(utf16OrderKey('plain-id_42')).toBe('plain-id_42');
+    expect(new Set(texts.map(utf16OrderKey)).size).toBe(texts.length);
   });
 });
