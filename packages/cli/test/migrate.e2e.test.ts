@@ -13,6 +13,8 @@ import { RedisSessionService } from '@adk-state/adapter-redis';
 import { startStandIn } from '@adk-state/mongo-standin';
 import { createEvent, Runner, type Session } from '@google/adk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startFirestoreEmulator } from '../../adapter-firestore/test/support/emulator.js';
+import { TEST_PROJECT_ID } from '../../adapter-firestore/test/support/env.js';
 import { type RedisServer, startRedisServer } from '../../adapter-redis/test/support/redis-server.js';
 import { sessionServiceFromUri } from '../src/index.js';
 import { rootAgent } from './fixtures/agents/greeter/agent.js';
@@ -120,6 +122,38 @@ describe('adk-state migrate', () => {
       await mongo.stop();
     }
   });
+
+  it("copies Redis into Firestore (the emulator the Firestore store's tests use), faithfully", async () => {
+    const emulator = await startFirestoreEmulator();
+    const previous = process.env.FIRESTORE_EMULATOR_HOST;
+    process.env.FIRESTORE_EMULATOR_HOST = emulator.hostPort;
+    const source = redisDb(redis, 8);
+    const firestoreUri = `firestore://${TEST_PROJECT_ID}?root=migrated`;
+    try {
+      await converse(source.service, 'ada', ['hello', 'again']);
+      await converse(source.service, 'bob', ['hi']);
+      const run = await runCli(['migrate', '--from', source.uri, '--to', firestoreUri, '--app', 'greeter', '--verify']);
+      expect(run.stderr).toBe('');
+      expect(run.code).toBe(0);
+      expect(run.stdout).toContain('copied 2 new and 0 updated sessions (12 events)');
+      expect(run.stdout).toContain('verify: 0 differences');
+      const target = await sessionServiceFromUri(firestoreUri);
+      try {
+        const [head] = (await target.listSessions({ appName: 'greeter', userId: 'ada' })).sessions;
+        const key = { appName: 'greeter', userId: 'ada', sessionId: head?.id ?? '' };
+        const copy = await target.getSession(key);
+        const original = await source.service.getSession(key);
+        expect(JSON.parse(JSON.stringify(copy))).toEqual(JSON.parse(JSON.stringify(original)));
+      } finally {
+        await target.close?.();
+      }
+    } finally {
+      if (previous === undefined) delete process.env.FIRESTORE_EMULATOR_HOST;
+      else process.env.FIRESTORE_EMULATOR_HOST = previous;
+      await source.service.close();
+      await emulator.stop();
+    }
+  }, 120_000);
 
   it('copies only what is missing or behind, leaves newer target sessions alone unless --overwrite, and --dry-run writes nothing', async () => {
     const source = redisDb(redis, 2);
