@@ -15,7 +15,7 @@ import type { CommandClient } from './connection.js';
 import { assertKeyPrefix } from './keys.js';
 import { RedisStore } from './store.js';
 
-export { appTag, decodeText, encodeText, sessionKeys } from './keys.js';
+export { appTag, decodeText, encodeText, sessionKeys, shardOf } from './keys.js';
 export { RedisStore, SCRIPT_SHAS } from './store.js';
 
 /**
@@ -34,6 +34,18 @@ export const DEFAULT_KEY_PREFIX = 'adk-state:';
  * scripts compute them in Lua numbers (doubles); this bound keeps both exact.
  */
 export const MAX_SESSION_TTL_SECONDS = 2 ** 31 - 1;
+
+/**
+ * How many hash slots the users of one app are spread over when `shards` is
+ * not given. With 256, one app's users land on a three-master cluster within
+ * a few percent of a third each (the shards' slots are spread as 256 random
+ * draws; see the README), while listing an app's sessions still reads every
+ * shard's index in one script on a single server.
+ */
+export const DEFAULT_SHARDS = 256;
+
+/** The most shards an app can have: one per hash slot. */
+export const MAX_SHARDS = 16_384;
 
 /** The longest wait between two reconnection attempts of a client made from `url`, in milliseconds. */
 export const MAX_RECONNECT_DELAY_MS = 2_000;
@@ -93,6 +105,15 @@ export interface RedisSessionServiceOptions extends StateSessionServiceOptions {
    * allowed (kept to the millisecond), at most {@link MAX_SESSION_TTL_SECONDS}.
    */
   sessionTtlSeconds?: number;
+  /**
+   * How many hash slots the users of one app are spread over: the keys of a
+   * user live under the tag `{<app>#<k>}`, k = FNV-1a(userId) mod `shards`,
+   * and the app bucket under `{<app>}`. `1` puts the whole app in one slot
+   * (every write one atomic script). An integer from 1 to {@link MAX_SHARDS};
+   * default {@link DEFAULT_SHARDS}. Part of the key layout: every service on
+   * the same keys must use the same value.
+   */
+  shards?: number;
 }
 
 /** A drop-in `sessionService` for the `@google/adk` Runner that keeps sessions in Redis. */
@@ -110,6 +131,7 @@ export class RedisSessionService extends StateSessionService {
       clientOptions,
       keyPrefix = DEFAULT_KEY_PREFIX,
       sessionTtlSeconds,
+      shards = DEFAULT_SHARDS,
       ...serviceOptions
     } = options;
     if ((client === undefined) === (url === undefined)) {
@@ -129,6 +151,9 @@ export class RedisSessionService extends StateSessionService {
     }
     assertKeyPrefix(keyPrefix);
     const ttlMs = toTtlMs(sessionTtlSeconds);
+    if (typeof shards !== 'number' || !Number.isInteger(shards) || shards < 1 || shards > MAX_SHARDS) {
+      throw new InvalidArgumentError('shards', `must be an integer from 1 to ${MAX_SHARDS}, got ${String(shards)}`);
+    }
     let made: Redis | undefined;
     if (client === undefined) {
       made = new RedisClass(url as string, { ...URL_CLIENT_DEFAULTS, ...clientOptions });
@@ -141,6 +166,7 @@ export class RedisSessionService extends StateSessionService {
       const store = new RedisStore(redis as unknown as CommandClient, {
         keyPrefix,
         sessionTtlMs: ttlMs,
+        shards,
         ...(made ? { ownsClient: true, release: () => quit(made) } : {}),
       });
       super(store, serviceOptions);

@@ -1,11 +1,13 @@
 /**
  * Key layout and the encodings that make it collision-free and cluster-safe.
  *
- * Every key of one app starts with `<prefix>{<app tag>}:`, so Redis Cluster
- * puts all of an app's keys (sessions, events, user and app buckets, indexes)
- * in one hash slot, and one script can touch them atomically. The app tag is
- * the app name with `%`, `{` and `}` percent-escaped, so no id can move a key
- * to another slot; the prefix may not contain braces at all.
+ * The keys of one user (user bucket, sessions, events, index entries) start
+ * with `<prefix>{<app tag>#<k>}:`, k the user's shard, so one script can
+ * touch them atomically while the users of one app spread over many slots;
+ * the app bucket has its own tag, `<prefix>{<app tag>}:`. With one shard,
+ * every key of the app is in that one slot. The app tag is the app name with
+ * `%`, `{`, `}` and `#` percent-escaped, so no id can move a key to another
+ * slot; the prefix may not contain braces at all.
  *
  * Ids and state keys after the tag use {@link encodeText}: an injective,
  * well-formed (UTF-8 safe) encoding that never yields U+0000, so U+0000 can
@@ -20,7 +22,8 @@ export const SEPARATOR = '\u0000';
 
 /**
  * Session hash fields that hold metadata: the revision, the lastUpdateTime
- * and (written by the scripts only) `\0n`, the event count. State fields are
+ * and (written by the scripts only) `\0n`, the event count, and `\0c`, the
+ * first revision (which tells incarnations of one session id apart). State fields are
  * encoded, so they never start with U+0000.
  */
 export const REVISION_FIELD = '\u0000r';
@@ -72,14 +75,32 @@ export function decodeText(encoded: string): string {
   return out;
 }
 
-const TAG_ESCAPES = /[%{}]/g;
+const TAG_ESCAPES = /[%{}#]/g;
 
-/** The hash tag of an app: its encoded name with `%`, `{`, `}` percent-escaped. */
+/**
+ * The hash tag of an app: its encoded name with `%`, `{`, `}` and `#`
+ * percent-escaped, so `#` only ever separates the app from a shard number.
+ */
 export function appTag(appName: string): string {
   const encoded = encodeText(appName);
   TAG_ESCAPES.lastIndex = 0;
   if (!TAG_ESCAPES.test(encoded)) return encoded;
   return encoded.replace(TAG_ESCAPES, (char) => `%${char.charCodeAt(0).toString(16).toUpperCase()}`);
+}
+
+/**
+ * The shard of a user: FNV-1a (32 bits) over the UTF-16 code units of the
+ * user id, modulo `shards`. Part of the key layout: changing it (or
+ * `shards`) moves users to other keys.
+ */
+export function shardOf(userId: string, shards: number): number {
+  if (shards === 1) return 0;
+  let hash = 0x811c9dc5;
+  for (let index = 0; index < userId.length; index++) {
+    hash ^= userId.charCodeAt(index);
+    hash = Math.imul(hash, 0x01000193);
+  }
+  return (hash >>> 0) % shards;
 }
 
 /** Checks a key prefix: braces would let the prefix pick the hash slot or break the app's tag. */
@@ -93,20 +114,33 @@ export function assertKeyPrefix(prefix: unknown, argument = 'keyPrefix'): assert
   }
 }
 
-/** All the keys of one app. */
+/**
+ * The keys of an app's own slot, `<prefix>{<tag>}:`: the app bucket and the
+ * watermarks of the app deltas applied to it.
+ */
 export interface AppKeys {
-  /** `<prefix>{<tag>}:`, the start of every key of the app. */
+  /** `<prefix>{<tag>}:` */
   base: string;
   /** Hash: the app bucket. */
   appState: string;
-  /** Sorted set of every session of the app: member `session \0 user`, score lastUpdateTime. */
-  appIndex: string;
-  /** Sorted set of sessions with a time to live: member `user \0 session`, score expiry (ms). */
+  /** Hash: per session (`user \0 session`), `<first revision>:<revision>` of the last app delta applied. */
+  watermarks: string;
+}
+
+/** The keys of one shard of an app, `<prefix>{<tag>#<k>}:` (`<prefix>{<tag>}:` with one shard). */
+export interface ShardKeys {
+  base: string;
+  /** Sorted set of the shard's sessions: member `session \0 user`, score lastUpdateTime. */
+  shardIndex: string;
+  /** Sorted set of the shard's sessions with a time to live: member `user \0 session`, score expiry (ms). */
   expiry: string;
 }
 
-/** The keys of one user of an app. */
-export interface UserKeys extends AppKeys {
+/** The keys of one user of an app (all in the user's shard). */
+export interface UserKeys extends ShardKeys {
+  app: AppKeys;
+  /** True when the user's shard is the app's own slot (`shards: 1`). */
+  sameSlot: boolean;
   encodedUser: string;
   /** Hash: the user bucket. */
   userState: string;
@@ -114,32 +148,43 @@ export interface UserKeys extends AppKeys {
   userIndex: string;
 }
 
-/** The keys of one session. */
+/** The keys of one session (all in the user's shard). */
 export interface SessionKeys extends UserKeys {
-  /** Hash: revision, lastUpdateTime and the session bucket. */
+  /** Hash: revision, first revision, lastUpdateTime, event count and the session bucket. */
   session: string;
   /** List: the event log, one entry per event (see `encodeEntry`). */
   events: string;
   /** Hash: event id to its position in the log. */
   eventIds: string;
+  /** Hash: revision to the app delta of that write, until it is known applied to the app slot. */
+  pending: string;
+  /** `user \0 session`: the expiry member and the watermark field. */
+  pair: string;
   appMember: string;
   userMember: string;
   expiryMember: string;
 }
 
-/** `<prefix>{<tag>}:`, the start of every key of the app. */
-export function appBase(prefix: string, appName: string): string {
-  return `${prefix}{${appTag(appName)}}:`;
+export function appKeys(prefix: string, appName: string): AppKeys {
+  const base = `${prefix}{${appTag(appName)}}:`;
+  return { base, appState: `${base}a`, watermarks: `${base}w` };
 }
 
-export function appKeys(prefix: string, appName: string, base = appBase(prefix, appName)): AppKeys {
-  return { base, appState: `${base}a`, appIndex: `${base}l`, expiry: `${base}x` };
+/** The keys of shard `shard` of `shards`. */
+export function shardKeys(prefix: string, appName: string, shard: number, shards: number): ShardKeys {
+  const tag = appTag(appName);
+  const base = shards === 1 ? `${prefix}{${tag}}:` : `${prefix}{${tag}#${shard}}:`;
+  return { base, shardIndex: `${base}l`, expiry: `${base}x` };
 }
 
-export function userKeys(prefix: string, appName: string, userId: string, base = appBase(prefix, appName)): UserKeys {
+export function userKeys(prefix: string, appName: string, userId: string, shards = 1): UserKeys {
   const encodedUser = encodeText(userId);
+  const shard = shardKeys(prefix, appName, shardOf(userId, shards), shards);
+  const { base } = shard;
   return {
-    ...appKeys(prefix, appName, base),
+    ...shard,
+    app: appKeys(prefix, appName),
+    sameSlot: shards === 1,
     encodedUser,
     userState: `${base}u:${encodedUser}`,
     userIndex: `${base}m:${encodedUser}`,
@@ -151,10 +196,10 @@ export function sessionKeys(
   appName: string,
   userId: string,
   sessionId: string,
-  base = appBase(prefix, appName),
+  shards = 1,
 ): SessionKeys {
-  const user = userKeys(prefix, appName, userId, base);
-  const { encodedUser } = user;
+  const user = userKeys(prefix, appName, userId, shards);
+  const { encodedUser, base } = user;
   const encodedSession = encodeText(sessionId);
   const pair = encodedUser + SEPARATOR + encodedSession;
   return {
@@ -162,6 +207,8 @@ export function sessionKeys(
     session: `${base}s:${pair}`,
     events: `${base}e:${pair}`,
     eventIds: `${base}i:${pair}`,
+    pending: `${base}p:${pair}`,
+    pair,
     appMember: encodedSession + SEPARATOR + encodedUser,
     userMember: encodedSession,
     expiryMember: pair,

@@ -5,9 +5,11 @@
  * SCRIPT FLUSH); EVAL also caches it for the next EVALSHA.
  *
  * Conventions shared with `store.ts`:
- * - Keys are passed in KEYS (all in the app's hash slot); keys that depend on
- *   index members (listing, expiry) are built from the app's base key, which
- *   is KEYS[n] minus its last character.
+ * - Keys are passed in KEYS, all in one hash slot (a user's shard, or the
+ *   app's own slot); keys that depend on index members (listing, expiry) are
+ *   built from the shard's base key, which is KEYS[n] minus its last character.
+ *   On a single server, the listing's first and second steps take the keys of
+ *   every shard at once.
  * - Hash field/value pairs follow the fixed arguments, grouped by bucket.
  * - Scripts return tables, integers and strings only (never booleans, whose
  *   RESP3 form differs from RESP2).
@@ -32,7 +34,7 @@ local function hset_pairs(key, head, from, count)
   return last + 1
 end
 
-local function expire_session(session, events, event_ids, expiry, ttl, member)
+local function expire_session(session, events, event_ids, pending, expiry, ttl, member)
   local now = redis.call('TIME')
   local at = string.format('%.0f', tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + ttl)
   redis.call('PEXPIREAT', session, at)
@@ -40,31 +42,67 @@ local function expire_session(session, events, event_ids, expiry, ttl, member)
     redis.call('PEXPIREAT', events, at)
     redis.call('PEXPIREAT', event_ids, at)
   end
+  if redis.call('EXISTS', pending) == 1 then redis.call('PEXPIREAT', pending, at) end
   redis.call('ZADD', expiry, at, member)
+end
+
+-- The app pairs of this write: straight into the app bucket (one slot), or
+-- recorded as pending under the new revision (the app has its own slot).
+local function app_pairs(from, count, inline, pending, revision)
+  if count == 0 then return end
+  if inline then
+    hset_pairs(KEYS[9], nil, from, count)
+  else
+    local list = {}
+    for at = from, from + 2 * count - 1 do list[#list + 1] = ARGV[at] end
+    redis.call('HSET', pending, revision, cjson.encode(list))
+    redis.call('HSET', KEYS[1], '\\0a', '1')
+  end
+end
+
+-- Forgets the pending app deltas up to revision 'upto' (known applied), and
+-- returns those left, { revision, delta, ... } (empty when none).
+local function pending_left(pending, upto)
+  local left = redis.call('HGETALL', pending)
+  if #left == 0 or upto == '' then return left end
+  local limit = tonumber(upto)
+  local kept = {}
+  for at = 1, #left, 2 do
+    if tonumber(left[at]) <= limit then
+      redis.call('HDEL', pending, left[at])
+    else
+      kept[#kept + 1] = left[at]
+      kept[#kept + 1] = left[at + 1]
+    end
+  end
+  return kept
 end
 `;
 
 /**
- * createSession.
- * KEYS: session, events, eventIds, userState, appState, appIndex, userIndex, expiry
+ * createSession. The keys of the user's shard, and the app bucket only when
+ * it shares their slot (one shard).
+ * KEYS: session, events, eventIds, userState, shardIndex, userIndex, expiry, pending[, appState]
  * ARGV: createTime, revision, nSession, nUser, nApp, ttlMs, appMember, userMember, expiryMember, pairs...
- * Returns 0 when the session exists, else { userBucket, appBucket } as flat arrays.
+ * Returns 0 when the session exists, else { userBucket, appBucket or 0 (other slot), pending app deltas }.
  */
 export const CREATE = `${HELPERS}
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('DEL', KEYS[2], KEYS[3])
-local next = hset_pairs(KEYS[1], { '\\0r', ARGV[2], '\\0t', ARGV[1], '\\0n', '0' }, 10, tonumber(ARGV[3]))
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[8])
+local next = hset_pairs(KEYS[1], { '\\0r', ARGV[2], '\\0c', ARGV[2], '\\0t', ARGV[1], '\\0n', '0' }, 10, tonumber(ARGV[3]))
 next = hset_pairs(KEYS[4], nil, next, tonumber(ARGV[4]))
-hset_pairs(KEYS[5], nil, next, tonumber(ARGV[5]))
-redis.call('ZADD', KEYS[6], ARGV[1], ARGV[7])
-redis.call('ZADD', KEYS[7], ARGV[1], ARGV[8])
+app_pairs(next, tonumber(ARGV[5]), KEYS[9] ~= nil, KEYS[8], ARGV[2])
+redis.call('ZADD', KEYS[5], ARGV[1], ARGV[7])
+redis.call('ZADD', KEYS[6], ARGV[1], ARGV[8])
 local ttl = tonumber(ARGV[6])
 if ttl > 0 then
-  expire_session(KEYS[1], KEYS[2], KEYS[3], KEYS[8], ttl, ARGV[9])
+  expire_session(KEYS[1], KEYS[2], KEYS[3], KEYS[8], KEYS[7], ttl, ARGV[9])
 else
-  redis.call('ZREM', KEYS[8], ARGV[9])
+  redis.call('ZREM', KEYS[7], ARGV[9])
 end
-return { redis.call('HGETALL', KEYS[4]), redis.call('HGETALL', KEYS[5]) }
+local app = 0
+if KEYS[9] then app = redis.call('HGETALL', KEYS[9]) end
+return { redis.call('HGETALL', KEYS[4]), app, redis.call('HGETALL', KEYS[8]) }
 `;
 
 /**
@@ -74,15 +112,17 @@ return { redis.call('HGETALL', KEYS[4]), redis.call('HGETALL', KEYS[5]) }
  * KEYS: as createSession
  * ARGV: lastUpdateTime, revision, nSession, nUser, nApp, ttlMs, appMember, userMember, expiryMember,
  *       pairs..., nEvents, then per event: entry, eventIdField
- * Returns 0 when the session exists, else 1.
+ * Returns 0 when the session exists, else { pending app deltas }.
  */
 export const IMPORT = `${HELPERS}
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('DEL', KEYS[2], KEYS[3])
-local head = { '\\0r', ARGV[2], '\\0t', ARGV[1] }
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[8])
+local head = { '\\0r', ARGV[2], '\\0c', ARGV[2], '\\0t', ARGV[1] }
 local next = hset_pairs(KEYS[1], head, 10, tonumber(ARGV[3]))
 next = hset_pairs(KEYS[4], nil, next, tonumber(ARGV[4]))
-next = hset_pairs(KEYS[5], nil, next, tonumber(ARGV[5]))
+local n_app = tonumber(ARGV[5])
+app_pairs(next, n_app, KEYS[9] ~= nil, KEYS[8], ARGV[2])
+next = next + 2 * n_app
 local count = 0
 local last = next + 2 * tonumber(ARGV[next]) - 1
 local batch = {}
@@ -100,34 +140,37 @@ for at = next + 1, last, 2 do
 end
 if #batch > 0 then redis.call('RPUSH', KEYS[2], unpack(batch)) end
 redis.call('HSET', KEYS[1], '\\0n', count)
-redis.call('ZADD', KEYS[6], ARGV[1], ARGV[7])
-redis.call('ZADD', KEYS[7], ARGV[1], ARGV[8])
+redis.call('ZADD', KEYS[5], ARGV[1], ARGV[7])
+redis.call('ZADD', KEYS[6], ARGV[1], ARGV[8])
 local ttl = tonumber(ARGV[6])
 if ttl > 0 then
-  expire_session(KEYS[1], KEYS[2], KEYS[3], KEYS[8], ttl, ARGV[9])
+  expire_session(KEYS[1], KEYS[2], KEYS[3], KEYS[8], KEYS[7], ttl, ARGV[9])
 else
-  redis.call('ZREM', KEYS[8], ARGV[9])
+  redis.call('ZREM', KEYS[7], ARGV[9])
 end
-return 1
+return { redis.call('HGETALL', KEYS[8]) }
 `;
 
 /**
- * appendEvent: revision check, event stored or replaced in place, the three
- * deltas, lastUpdateTime, revision, indexes; all or nothing.
+ * appendEvent: revision check, event stored or replaced in place, the
+ * session and user deltas, the app delta (applied, or recorded as pending),
+ * lastUpdateTime, revision, indexes; all or nothing.
  * The session hash keeps the event count, so a new event's position is known
  * without asking the log, and HSETNX both tests for the id and records it.
- * KEYS: session, events, eventIds, userState, appState, appIndex, userIndex, expiry
+ * KEYS: as createSession
  * ARGV: expectedRevision, lastUpdateTime, entry, eventIdField, nSession, nUser, nApp,
- *       ttlMs, appMember, userMember, expiryMember, pairs...
- * Returns 0 when stored, -1 when the session is missing, else the stored revision.
+ *       ttlMs, appMember, userMember, expiryMember, appliedUpTo ('' for none), pairs...
+ * Returns -1 when the session is missing, the stored revision when stale,
+ * 0 when stored and nothing is pending, else { first revision, pending app deltas }.
  */
 export const APPEND = `${HELPERS}
-local meta = redis.call('HMGET', KEYS[1], '\\0r', '\\0n')
+local meta = redis.call('HMGET', KEYS[1], '\\0r', '\\0n', '\\0c')
 local revision = meta[1]
 if not revision then return -1 end
 if revision ~= ARGV[1] then return tonumber(revision) end
 local count = tonumber(meta[2])
-local head = { '\\0r', string.format('%.0f', tonumber(revision) + 1), '\\0t', ARGV[2] }
+local new_revision = string.format('%.0f', tonumber(revision) + 1)
+local head = { '\\0r', new_revision, '\\0t', ARGV[2] }
 if redis.call('HSETNX', KEYS[3], ARGV[4], count) == 1 then
   redis.call('RPUSH', KEYS[2], ARGV[3])
   head[5] = '\\0n'
@@ -135,26 +178,70 @@ if redis.call('HSETNX', KEYS[3], ARGV[4], count) == 1 then
 else
   redis.call('LSET', KEYS[2], redis.call('HGET', KEYS[3], ARGV[4]), ARGV[3])
 end
-local next = hset_pairs(KEYS[1], head, 12, tonumber(ARGV[5]))
+local next = hset_pairs(KEYS[1], head, 13, tonumber(ARGV[5]))
 next = hset_pairs(KEYS[4], nil, next, tonumber(ARGV[6]))
-hset_pairs(KEYS[5], nil, next, tonumber(ARGV[7]))
-redis.call('ZADD', KEYS[6], ARGV[2], ARGV[9])
-redis.call('ZADD', KEYS[7], ARGV[2], ARGV[10])
+local n_app = tonumber(ARGV[7])
+app_pairs(next, n_app, KEYS[9] ~= nil, KEYS[8], new_revision)
+redis.call('ZADD', KEYS[5], ARGV[2], ARGV[9])
+redis.call('ZADD', KEYS[6], ARGV[2], ARGV[10])
 local ttl = tonumber(ARGV[8])
-if ttl > 0 then expire_session(KEYS[1], KEYS[2], KEYS[3], KEYS[8], ttl, ARGV[11]) end
+if ttl > 0 then expire_session(KEYS[1], KEYS[2], KEYS[3], KEYS[8], KEYS[7], ttl, ARGV[11]) end
+if KEYS[9] or (n_app == 0 and ARGV[12] == '' and redis.call('EXISTS', KEYS[8]) == 0) then return 0 end
+local left = pending_left(KEYS[8], ARGV[12])
+if #left == 0 then return 0 end
+return { meta[3], left }
+`;
+
+/**
+ * Applies pending app deltas of one session to the app bucket, in revision
+ * order, each at most once: the watermark of the session (`<first
+ * revision>:<revision>` of the last delta applied) skips those already
+ * applied. Idempotent, so a roll-forward may repeat it.
+ * KEYS: appState, watermarks
+ * ARGV: pair, first revision, wantBucket ('1' | '0'), forget ('1': drop the watermark after), then revision, delta...
+ * Returns the app bucket when asked, else 0.
+ */
+export const APPLY = `
+local mark = redis.call('HGET', KEYS[2], ARGV[1])
+local first, done = nil, -1
+if mark then
+  local cut = string.find(mark, ':', 1, true)
+  first = string.sub(mark, 1, cut - 1)
+  done = tonumber(string.sub(mark, cut + 1))
+end
+if first ~= ARGV[2] then done = -1 end
+local applied = nil
+for at = 5, #ARGV, 2 do
+  local revision = tonumber(ARGV[at])
+  if revision > done then
+    local list = cjson.decode(ARGV[at + 1])
+    for from = 1, #list, 2000 do
+      redis.call('HSET', KEYS[1], unpack(list, from, math.min(#list, from + 1999)))
+    end
+    done = revision
+    applied = ARGV[at]
+  end
+end
+if ARGV[4] == '1' then
+  redis.call('HDEL', KEYS[2], ARGV[1])
+elseif applied then
+  redis.call('HSET', KEYS[2], ARGV[1], ARGV[2] .. ':' .. applied)
+end
+if ARGV[3] == '1' then return redis.call('HGETALL', KEYS[1]) end
 return 0
 `;
 
 /**
- * getSession: the session hash, both buckets and the filtered tail of the
- * log. The afterTimestamp walk goes back from the tail in growing chunks and
+ * getSession: the session hash, the user bucket (and the app bucket when it
+ * shares the slot), the filtered tail of the log and the pending app deltas.
+ * The afterTimestamp walk goes back from the tail in growing chunks and
  * stops at the first event whose timestamp is <= afterTimestamp (or at the
  * `limit` bound), so it reads O(events returned) entries.
- * KEYS: session, events, userState, appState
- * ARGV: afterTimestamp ('' for none), limit ('' for none)
- * Returns 0 when the session is missing, else { session, user, app, events }.
+ * KEYS: session, events, userState, pending[, appState]
+ * ARGV: afterTimestamp ('' for none), limit ('' for none), appliedUpTo ('' for none)
+ * Returns 0 when the session is missing, else { session, user, app or 0, events, pending }.
  */
-export const LOAD = `
+export const LOAD = `${HELPERS}
 local session = redis.call('HGETALL', KEYS[1])
 if #session == 0 then return 0 end
 local length = redis.call('LLEN', KEYS[2])
@@ -192,12 +279,15 @@ else
     for _, entry in ipairs(chunks[chunk]) do events[#events + 1] = entry end
   end
 end
-return { session, redis.call('HGETALL', KEYS[3]), redis.call('HGETALL', KEYS[4]), events }
+local app = 0
+local pending = {}
+if KEYS[5] then app = redis.call('HGETALL', KEYS[5]) else pending = pending_left(KEYS[4], ARGV[3]) end
+return { session, redis.call('HGETALL', KEYS[3]), app, events, pending }
 `;
 
-/** Removes the sessions whose time to live has passed from the indexes (and their keys, if still there). */
+/** Removes a shard's sessions whose time to live has passed from its indexes (and their keys, if still there). */
 const PURGE_EXPIRED = `
-local function purge_expired(base, expiry, app_index)
+local function purge_expired(base, expiry, shard_index)
   if redis.call('EXISTS', expiry) == 0 then return end
   local now = redis.call('TIME')
   local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
@@ -206,66 +296,82 @@ local function purge_expired(base, expiry, app_index)
     local cut = string.find(pair, '\\0', 1, true)
     local user = string.sub(pair, 1, cut - 1)
     local session = string.sub(pair, cut + 1)
-    redis.call('DEL', base .. 's:' .. pair, base .. 'e:' .. pair, base .. 'i:' .. pair)
-    redis.call('ZREM', app_index, session .. '\\0' .. user)
+    redis.call('DEL', base .. 's:' .. pair, base .. 'e:' .. pair, base .. 'i:' .. pair, base .. 'p:' .. pair)
+    redis.call('ZREM', shard_index, session .. '\\0' .. user)
     redis.call('ZREM', base .. 'm:' .. user, session)
     redis.call('ZREM', expiry, pair)
   end
 end
+
+-- Members of a sorted set from position 0 to stop - 1 by score (ascending or
+-- descending), ties by member ascending in both orders: { member, score, ... }.
+local function window(index, order, offset, stop)
+  local out = {}
+  if offset >= stop then return out end
+  if order == 'asc' then return redis.call('ZRANGE', index, offset, stop - 1, 'WITHSCORES') end
+  -- Walk the window by score groups: newest group first, each group in member order.
+  local position = offset
+  while position < stop do
+    local score = redis.call('ZREVRANGE', index, position, position, 'WITHSCORES')[2]
+    local newer = redis.call('ZCOUNT', index, '(' .. score, '+inf')
+    local size = redis.call('ZCOUNT', index, score, score)
+    local skip = position - newer
+    local take = math.min(stop - position, size - skip)
+    local group = redis.call('ZRANGEBYSCORE', index, score, score, 'LIMIT', skip, take)
+    for _, member in ipairs(group) do
+      out[#out + 1] = member
+      out[#out + 1] = score
+    end
+    position = position + take
+  end
+  return out
+end
 `;
 
 /**
- * deleteSession: the session hash, its log and id map, its index entries.
- * KEYS: session, events, eventIds, appIndex, userIndex, expiry
+ * deleteSession: the session hash, its log, id map and pending app deltas,
+ * its index entries.
+ * KEYS: session, events, eventIds, shardIndex, userIndex, expiry, pending
  * ARGV: appMember, userMember, expiryMember
+ * Returns { first revision, pending app deltas } ('' instead of the revision when the session is
+ * missing or never recorded an app delta); the caller rolls the deltas forward and drops the watermark.
  */
 export const DELETE = `
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+local meta = redis.call('HMGET', KEYS[1], '\\0c', '\\0a')
+local first = meta[1]
+local pending = {}
+if meta[2] then pending = redis.call('HGETALL', KEYS[7]) end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[7])
 redis.call('ZREM', KEYS[4], ARGV[1])
 redis.call('ZREM', KEYS[5], ARGV[2])
 redis.call('ZREM', KEYS[6], ARGV[3])
-return 0
+if not first or not meta[2] then first = '' end
+return { first, pending }
 `;
 
 /**
- * listSessions: a window of the app index (or one user's index) ordered by
- * lastUpdateTime, ties by member (the encoded session id, then user id)
- * ascending in both orders, with each session's hash and the buckets.
+ * listSessions of one user, or of a whole app stored in one slot: a window
+ * of the index ordered by lastUpdateTime, ties by member (the encoded
+ * session id, then user id) ascending in both orders, with each session's
+ * hash and the user buckets (and the app bucket when it shares the slot).
  * Cost: O(log n + page) per distinct score in the window, never O(all sessions).
- * KEYS: index, appState, expiry, appIndex
+ * KEYS: index, expiry, shardIndex[, appState]
  * ARGV: order ('asc' | 'desc'), offset, limit ('' for all), encodedUser ('' when listing the app)
- * Returns { total, { member, sessionHash }..., { encodedUser, userHash }..., appHash }.
+ * Returns { total, { member, sessionHash }..., { encodedUser, userHash }..., appHash or 0 }.
  */
 export const LIST = `${PURGE_EXPIRED}
-local base = string.sub(KEYS[2], 1, -2)
-purge_expired(base, KEYS[3], KEYS[4])
+local base = string.sub(KEYS[3], 1, -2)
+purge_expired(base, KEYS[2], KEYS[3])
 local total = redis.call('ZCARD', KEYS[1])
 local offset = tonumber(ARGV[2])
 local stop = total
 if ARGV[3] ~= '' then stop = math.min(total, offset + tonumber(ARGV[3])) end
-local members = {}
-if offset < stop then
-  if ARGV[1] == 'asc' then
-    members = redis.call('ZRANGE', KEYS[1], offset, stop - 1)
-  else
-    -- Walk the window by score groups: newest group first, each group in member order.
-    local position = offset
-    while position < stop do
-      local score = redis.call('ZREVRANGE', KEYS[1], position, position, 'WITHSCORES')[2]
-      local newer = redis.call('ZCOUNT', KEYS[1], '(' .. score, '+inf')
-      local size = redis.call('ZCOUNT', KEYS[1], score, score)
-      local skip = position - newer
-      local take = math.min(stop - position, size - skip)
-      local group = redis.call('ZRANGEBYSCORE', KEYS[1], score, score, 'LIMIT', skip, take)
-      for _, member in ipairs(group) do members[#members + 1] = member end
-      position = position + take
-    end
-  end
-end
+local scored = window(KEYS[1], ARGV[1], offset, stop)
 local sessions = {}
 local users = {}
 local seen = {}
-for _, member in ipairs(members) do
+for at = 1, #scored, 2 do
+  local member = scored[at]
   local user = ARGV[4]
   local session = member
   if user == '' then
@@ -279,7 +385,61 @@ for _, member in ipairs(members) do
     users[#users + 1] = { user, redis.call('HGETALL', base .. 'u:' .. user) }
   end
 end
-return { total, sessions, users, redis.call('HGETALL', KEYS[2]) }
+local app = 0
+if KEYS[4] then app = redis.call('HGETALL', KEYS[4]) end
+return { total, sessions, users, app }
+`;
+
+/**
+ * listSessions of an app over many shards, first step: per shard, its count
+ * and its first `want` members in the query's order, with their scores
+ * (the caller merges the shards). On a single server one call covers every
+ * shard; on a cluster each shard is its own call.
+ * KEYS: shardIndex, expiry of each shard
+ * ARGV: order ('asc' | 'desc'), want ('' for all)
+ * Returns { { total, { member, score, ... } } per shard }.
+ */
+export const LIST_SHARDS = `${PURGE_EXPIRED}
+local out = {}
+for at = 1, #KEYS, 2 do
+  purge_expired(string.sub(KEYS[at], 1, -2), KEYS[at + 1], KEYS[at])
+  local total = redis.call('ZCARD', KEYS[at])
+  local stop = total
+  if ARGV[2] ~= '' then stop = math.min(total, tonumber(ARGV[2])) end
+  out[#out + 1] = { total, window(KEYS[at], ARGV[1], 0, stop) }
+end
+return out
+`;
+
+/**
+ * listSessions of an app over many shards, second step: the session hashes
+ * and user buckets of the members in the window.
+ * KEYS: shardIndex of each shard
+ * ARGV: per shard: count, then its members (session \\0 user)
+ * Returns { { { member, sessionHash }..., { encodedUser, userHash }... } per shard }.
+ */
+export const FETCH = `
+local out = {}
+local at = 1
+for k = 1, #KEYS do
+  local base = string.sub(KEYS[k], 1, -2)
+  local sessions, users, seen = {}, {}, {}
+  local count = tonumber(ARGV[at])
+  for index = at + 1, at + count do
+    local member = ARGV[index]
+    local cut = string.find(member, '\\0', 1, true)
+    local session = string.sub(member, 1, cut - 1)
+    local user = string.sub(member, cut + 1)
+    sessions[#sessions + 1] = { member, redis.call('HGETALL', base .. 's:' .. user .. '\\0' .. session) }
+    if not seen[user] then
+      seen[user] = true
+      users[#users + 1] = { user, redis.call('HGETALL', base .. 'u:' .. user) }
+    end
+  end
+  at = at + count + 1
+  out[#out + 1] = { sessions, users }
+end
+return out
 `;
 
 /** One bucket as a flat field/value array. KEYS: the hash. */

@@ -4,6 +4,8 @@
  * and `keys.ts` for the key layout). Values, state keys and events are kept
  * as the JSON text core hands over, and handed back unchanged.
  */
+
+import { setMaxListeners } from 'node:events';
 import type {
   AppendInput,
   AppendResult,
@@ -22,27 +24,48 @@ import type {
   StoreCall,
   StoredEvent,
 } from '@adk-state/core';
+import { BackendError } from '@adk-state/core';
 import { type CommandClient, Connection } from './connection.js';
 import {
+  type AppKeys,
   appKeys,
   decodeText,
   encodeText,
   REVISION_FIELD,
   SEPARATOR,
   type SessionKeys,
+  type ShardKeys,
   sessionKeys,
+  shardKeys,
   UPDATED_FIELD,
   userKeys,
 } from './keys.js';
-import { APPEND, CREATE, DELETE, IMPORT, LIST, LOAD, READ_BUCKET, runScript, type Script, script } from './scripts.js';
+import {
+  APPEND,
+  APPLY,
+  CREATE,
+  DELETE,
+  FETCH,
+  IMPORT,
+  LIST,
+  LIST_SHARDS,
+  LOAD,
+  READ_BUCKET,
+  runScript,
+  type Script,
+  script,
+} from './scripts.js';
 
 const scripts = {
   create: script('create', CREATE),
   append: script('append', APPEND),
+  applyApp: script('applyApp', APPLY),
   importSession: script('import', IMPORT),
   load: script('load', LOAD),
   remove: script('delete', DELETE),
   list: script('list', LIST),
+  listShards: script('listShards', LIST_SHARDS),
+  fetch: script('fetch', FETCH),
   readBucket: script('readBucket', READ_BUCKET),
 };
 
@@ -52,6 +75,8 @@ export interface RedisStoreOptions {
   keyPrefix: string;
   /** Idle time to live of a session and its events, in milliseconds; 0 for none. */
   sessionTtlMs: number;
+  /** How many slots the users of one app are spread over (1: the whole app in one slot). Default 1. */
+  shards?: number;
   /** Called by {@link RedisStore.close}; releases a client the service created itself. */
   release?: () => Promise<void>;
   /**
@@ -68,30 +93,51 @@ export const SCRIPT_SHAS: Readonly<Record<string, string>> = Object.fromEntries(
   Object.values(scripts).map((entry) => [entry.name, entry.sha]),
 );
 
+/** How many sessions the store remembers as "pending app deltas applied up to revision n", to clear on its next call. */
+const APPLIED_MEMORY = 10_000;
+
+type Pending = string[];
+
 export class RedisStore implements SessionStore {
   readonly backend = 'redis';
   readonly #connection: Connection;
   readonly #prefix: string;
   readonly #ttl: number;
+  readonly #shards: number;
+  readonly #cluster: boolean;
   readonly #release: (() => Promise<void>) | undefined;
+  /** Pending hash key -> the revision up to which its app deltas are known applied (this store applied them). */
+  readonly #applied = new Map<string, number>();
 
   constructor(client: CommandClient, options: RedisStoreOptions) {
     this.#connection = new Connection(client, options.ownsClient === true);
     this.#prefix = options.keyPrefix;
     this.#ttl = options.sessionTtlMs;
+    this.#shards = options.shards ?? 1;
+    this.#cluster = client.isCluster === true;
     this.#release = options.release;
   }
 
   async createSession(input: CreateInput, call?: StoreCall): Promise<CreateResult> {
     const keys = this.#keys(input.key);
-    const reply = await this.#run('createSession', true, call, scripts.create, writeKeys(keys), [
+    const creating = this.#run('createSession', true, call, scripts.create, writeKeys(keys), [
       String(input.createTime),
       String(input.revision),
       ...this.#bucketArguments(keys, input.state, input.userDelta, input.appDelta),
     ]);
+    // With no app delta and the app bucket in a slot of its own, read that bucket at the same time.
+    const appRead =
+      keys.sameSlot || input.appDelta.size > 0 ? undefined : this.#readBucket('createSession', call, keys.app.appState);
+    appRead?.catch(() => {});
+    const reply = await creating;
     if (!Array.isArray(reply)) return { status: 'exists' };
-    const [user, app] = reply as [string[], string[]];
-    return { status: 'created', userState: toBucket(user), appState: toBucket(app) };
+    const [user, app, pending] = reply as [string[], string[] | number, Pending];
+    const appState = Array.isArray(app)
+      ? app
+      : appRead
+        ? ((await appRead) as string[])
+        : await this.#settle('createSession', call, keys, String(input.revision), pending, true);
+    return { status: 'created', userState: toBucket(user), appState: toBucket(appState as string[]) };
   }
 
   /** The whole session in one script: record, buckets, every event in order, lastUpdateTime; atomic. */
@@ -105,7 +151,10 @@ export class RedisStore implements SessionStore {
       ...this.#bucketArguments(keys, input.state, input.userDelta, input.appDelta),
       ...events,
     ]);
-    return Number(reply) === 1 ? { status: 'imported' } : { status: 'exists' };
+    if (!Array.isArray(reply)) return { status: 'exists' };
+    const [pending] = reply as [Pending];
+    await this.#settle('importSession', call, keys, String(input.revision), pending, false);
+    return { status: 'imported' };
   }
 
   async loadSession(key: SessionKey, filter: EventFilter, call?: StoreCall): Promise<LoadResult | undefined> {
@@ -118,20 +167,34 @@ export class RedisStore implements SessionStore {
       after = undefined;
       limit = 0;
     }
-    const reply = await this.#run(
-      'getSession',
-      false,
-      call,
-      scripts.load,
-      [keys.session, keys.events, keys.userState, keys.appState],
-      [after === undefined ? '' : String(after), limit === undefined ? '' : String(limit)],
-    );
-    if (!Array.isArray(reply)) return undefined;
-    const [session, user, app, entries] = reply as [string[], string[], string[], string[]];
+    const loadKeys = [keys.session, keys.events, keys.userState, keys.pending];
+    if (keys.sameSlot) loadKeys.push(keys.app.appState);
+    const loading = this.#run('getSession', false, call, scripts.load, loadKeys, [
+      after === undefined ? '' : String(after),
+      limit === undefined ? '' : String(limit),
+      this.#takeApplied(keys),
+    ]);
+    // The app bucket has a slot of its own: read it at the same time.
+    const appRead = keys.sameSlot ? undefined : this.#readBucket('getSession', call, keys.app.appState);
+    appRead?.catch(() => {});
+    const reply = await loading;
+    if (!Array.isArray(reply)) {
+      await appRead?.catch(() => {});
+      return undefined;
+    }
+    const [session, user, app, entries, pending] = reply as [string[], string[], string[] | number, string[], Pending];
+    let appState: string[];
+    if (Array.isArray(app)) appState = app;
+    else if (pending.length > 0) {
+      // A write of this session died between its two steps: roll its app delta forward now.
+      const first = fieldOf(session, FIRST_FIELD) ?? '';
+      appRead?.catch(() => {});
+      appState = await this.#settle('getSession', call, keys, first, pending, true, false);
+    } else appState = (await appRead) as string[];
     return {
       session: toRecord(key, session),
       userState: toBucket(user),
-      appState: toBucket(app),
+      appState: toBucket(appState),
       events: entries.map(decodeEntry),
     };
   }
@@ -143,8 +206,23 @@ export class RedisStore implements SessionStore {
       String(input.lastUpdateTime),
       encodeEntry(input.event),
       encodeText(input.event.id),
-      ...this.#bucketArguments(keys, input.sessionDelta, input.userDelta, input.appDelta),
+      input.sessionDelta.size,
+      input.userDelta.size,
+      input.appDelta.size,
+      this.#ttl,
+      keys.appMember,
+      keys.userMember,
+      keys.expiryMember,
+      this.#takeApplied(keys),
+      ...pairs(input.sessionDelta),
+      ...pairs(input.userDelta),
+      ...pairs(input.appDelta),
     ]);
+    if (Array.isArray(reply)) {
+      const [first, pending] = reply as [string, Pending];
+      await this.#settle('appendEvent', call, keys, first, pending, false);
+      return { status: 'ok' };
+    }
     const code = Number(reply);
     if (code === 0) return { status: 'ok' };
     if (code === -1) return { status: 'missing' };
@@ -152,7 +230,75 @@ export class RedisStore implements SessionStore {
   }
 
   /**
-   * The arguments the create and append scripts share, after their own:
+   * The second step of a write whose app delta went to the pending record
+   * (or of a read that met one): the pending deltas applied to the app slot,
+   * idempotently, in revision order. Once this resolves they are known
+   * applied; the session's next call through this store clears them.
+   * A failure here comes after the first step was applied, so a write
+   * reports that it may have been applied whatever the cause.
+   */
+  async #settle(
+    operation: string,
+    call: StoreCall | undefined,
+    keys: SessionKeys,
+    first: string,
+    pending: Pending,
+    wantBucket: boolean,
+    write = true,
+    forget = false,
+  ): Promise<string[]> {
+    if (pending.length === 0) {
+      if (!wantBucket) return [];
+      return (await this.#readBucket(operation, call, keys.app.appState)) as string[];
+    }
+    const ordered: Array<[number, string]> = [];
+    for (let index = 0; index < pending.length; index += 2) {
+      ordered.push([Number(pending[index]), pending[index + 1] as string]);
+    }
+    ordered.sort((a, b) => a[0] - b[0]);
+    const args: string[] = [keys.pair, first, wantBucket ? '1' : '0', forget ? '1' : '0'];
+    for (const [revision, delta] of ordered) args.push(String(revision), delta);
+    try {
+      const reply = await this.#run(
+        operation,
+        true,
+        call,
+        scripts.applyApp,
+        [keys.app.appState, keys.app.watermarks],
+        args,
+      );
+      if (!forget) this.#remember(keys.pending, (ordered[ordered.length - 1] as [number, string])[0]);
+      return Array.isArray(reply) ? (reply as string[]) : [];
+    } catch (error) {
+      if (!write && !(error instanceof BackendError)) throw error;
+      const cause = error instanceof BackendError ? error.cause : error;
+      throw new BackendError(operation, cause, {
+        mayHaveApplied: write,
+        timedOut: error instanceof BackendError && error.timedOut,
+      });
+    }
+  }
+
+  #remember(pendingKey: string, revision: number): void {
+    this.#applied.delete(pendingKey);
+    this.#applied.set(pendingKey, revision);
+    if (this.#applied.size > APPLIED_MEMORY) {
+      const oldest = this.#applied.keys().next().value as string;
+      this.#applied.delete(oldest);
+    }
+  }
+
+  /** The revision up to which this session's pending app deltas are known applied ('' for none), forgotten once handed to a script. */
+  #takeApplied(keys: SessionKeys): string {
+    if (keys.sameSlot) return '';
+    const revision = this.#applied.get(keys.pending);
+    if (revision === undefined) return '';
+    this.#applied.delete(keys.pending);
+    return String(revision);
+  }
+
+  /**
+   * The arguments the create and import scripts share, after their own:
    * the three bucket sizes, the TTL, the index members, then the
    * field/value pairs of the session, user and app buckets.
    */
@@ -173,32 +319,57 @@ export class RedisStore implements SessionStore {
 
   async deleteSession(key: SessionKey, call?: StoreCall): Promise<void> {
     const keys = this.#keys(key);
-    await this.#run(
+    this.#applied.delete(keys.pending);
+    const reply = (await this.#run(
       'deleteSession',
       true,
       call,
       scripts.remove,
-      [keys.session, keys.events, keys.eventIds, keys.appIndex, keys.userIndex, keys.expiry],
+      [keys.session, keys.events, keys.eventIds, keys.shardIndex, keys.userIndex, keys.expiry, keys.pending],
       [keys.appMember, keys.userMember, keys.expiryMember],
+    )) as [string, Pending];
+    if (keys.sameSlot) return;
+    const [first, pending] = reply;
+    if (first === '') return;
+    // Roll forward what a dead writer left, and drop the session's watermark in the app slot.
+    await this.#settle(
+      'deleteSession',
+      call,
+      keys,
+      first,
+      pending.length > 0 ? pending : ['-1', '[]'],
+      false,
+      true,
+      true,
     );
   }
 
   async listSessions(query: ListQuery, call?: StoreCall): Promise<ListResult> {
     const app = appKeys(this.#prefix, query.appName);
-    const user = query.userId === undefined ? undefined : userKeys(this.#prefix, query.appName, query.userId);
-    const reply = (await this.#run(
-      'listSessions',
-      false,
-      call,
-      scripts.list,
-      [user ? user.userIndex : app.appIndex, app.appState, app.expiry, app.appIndex],
-      [
-        query.order,
-        String(query.offset),
-        query.limit === undefined ? '' : String(query.limit),
-        user ? user.encodedUser : '',
-      ],
-    )) as [number | string, Array<[string, string[]]>, Array<[string, string[]]>, string[]];
+    if (query.userId === undefined && this.#shards > 1) return this.#listShards(query, app, call);
+    const shard: ShardKeys =
+      query.userId === undefined
+        ? shardKeys(this.#prefix, query.appName, 0, 1)
+        : userKeys(this.#prefix, query.appName, query.userId, this.#shards);
+    const user =
+      query.userId === undefined ? undefined : userKeys(this.#prefix, query.appName, query.userId, this.#shards);
+    const sameSlot = this.#shards === 1;
+    const listKeys = [user ? user.userIndex : shard.shardIndex, shard.expiry, shard.shardIndex];
+    if (sameSlot) listKeys.push(app.appState);
+    const listing = this.#run('listSessions', false, call, scripts.list, listKeys, [
+      query.order,
+      String(query.offset),
+      query.limit === undefined ? '' : String(query.limit),
+      user ? user.encodedUser : '',
+    ]);
+    const appRead = sameSlot ? undefined : this.#readBucket('listSessions', call, app.appState);
+    appRead?.catch(() => {});
+    const reply = (await listing) as [
+      number | string,
+      Array<[string, string[]]>,
+      Array<[string, string[]]>,
+      string[] | number,
+    ];
     const [total, rows, users, appState] = reply;
     const sessions: SessionRecord[] = [];
     for (const [member, hash] of rows) {
@@ -217,23 +388,126 @@ export class RedisStore implements SessionStore {
     }
     const userStates = new Map<string, Bucket>();
     for (const [encodedUser, hash] of users) userStates.set(decodeText(encodedUser), toBucket(hash));
-    return { totalItems: Number(total), sessions, userStates, appState: toBucket(appState) };
+    const appFlat = Array.isArray(appState) ? appState : ((await appRead) as string[]);
+    return { totalItems: Number(total), sessions, userStates, appState: toBucket(appFlat) };
+  }
+
+  /**
+   * An app's sessions over every shard: each shard's count and first
+   * `offset + limit` members in order (one call on a single server, one per
+   * shard on a cluster, all at once), merged here into the window, then the
+   * window's hashes and user buckets, and the app bucket, at once.
+   */
+  async #listShards(query: ListQuery, app: AppKeys, call: StoreCall | undefined): Promise<ListResult> {
+    const shards: ShardKeys[] = [];
+    for (let shard = 0; shard < this.#shards; shard++) {
+      shards.push(shardKeys(this.#prefix, query.appName, shard, this.#shards));
+    }
+    const want = query.limit === undefined ? '' : String(query.offset + query.limit);
+    const groups = this.#cluster ? shards.map((shard) => [shard]) : [shards];
+    // Each command in flight listens to the call's abort signal: allow one listener per shard.
+    if (call?.signal && this.#cluster) setMaxListeners(this.#shards + 16, call.signal);
+    const appRead = this.#readBucket('listSessions', call, app.appState);
+    appRead.catch(() => {});
+    const replies = await Promise.all(
+      groups.map((group) =>
+        this.#run(
+          'listSessions',
+          false,
+          call,
+          scripts.listShards,
+          group.flatMap((shard) => [shard.shardIndex, shard.expiry]),
+          [query.order, want],
+        ),
+      ),
+    );
+    let total = 0;
+    const candidates: Array<{ member: string; score: number; session: string; user: string; shard: number }> = [];
+    let shard = 0;
+    for (const reply of replies) {
+      for (const [count, scored] of reply as Array<[number | string, string[]]>) {
+        total += Number(count);
+        for (let index = 0; index < scored.length; index += 2) {
+          const member = scored[index] as string;
+          const cut = member.indexOf(SEPARATOR);
+          candidates.push({
+            member,
+            score: Number(scored[index + 1]),
+            session: decodeText(member.slice(0, cut)),
+            user: decodeText(member.slice(cut + 1)),
+            shard,
+          });
+        }
+        shard++;
+      }
+    }
+    const descending = query.order === 'desc';
+    candidates.sort((a, b) => {
+      if (a.score !== b.score) return descending ? b.score - a.score : a.score - b.score;
+      if (a.session !== b.session) return a.session < b.session ? -1 : 1;
+      return a.user < b.user ? -1 : a.user > b.user ? 1 : 0;
+    });
+    const end = query.limit === undefined ? candidates.length : query.offset + query.limit;
+    const page = candidates.slice(query.offset, end);
+    const byShard = new Map<number, string[]>();
+    for (const entry of page) {
+      const members = byShard.get(entry.shard) ?? [];
+      members.push(entry.member);
+      byShard.set(entry.shard, members);
+    }
+    const fetchGroups = this.#cluster
+      ? [...byShard.keys()].map((index) => [index])
+      : byShard.size > 0
+        ? [[...byShard.keys()]]
+        : [];
+    const fetched = await Promise.all(
+      fetchGroups.map((group) =>
+        this.#run(
+          'listSessions',
+          false,
+          call,
+          scripts.fetch,
+          group.map((index) => (shards[index] as ShardKeys).shardIndex),
+          group.flatMap((index) => {
+            const members = byShard.get(index) as string[];
+            return [String(members.length), ...members];
+          }),
+        ),
+      ),
+    );
+    const hashes = new Map<string, string[]>();
+    const userStates = new Map<string, Bucket>();
+    for (const reply of fetched) {
+      for (const [rows, users] of reply as Array<[Array<[string, string[]]>, Array<[string, string[]]>]>) {
+        for (const [member, hash] of rows) hashes.set(member, hash);
+        for (const [encodedUser, hash] of users) userStates.set(decodeText(encodedUser), toBucket(hash));
+      }
+    }
+    const sessions: SessionRecord[] = [];
+    for (const entry of page) {
+      const hash = hashes.get(entry.member);
+      if (!hash || hash.length === 0) continue;
+      sessions.push(toRecord({ appName: query.appName, userId: entry.user, sessionId: entry.session }, hash));
+    }
+    return { totalItems: total, sessions, userStates, appState: toBucket((await appRead) as string[]) };
   }
 
   async readUserState(appName: string, userId: string, call?: StoreCall): Promise<Bucket> {
-    const keys = userKeys(this.#prefix, appName, userId);
-    return toBucket(
-      (await this.#run('getUserState', false, call, scripts.readBucket, [keys.userState], [])) as string[],
-    );
+    const keys = userKeys(this.#prefix, appName, userId, this.#shards);
+    return toBucket((await this.#readBucket('getUserState', call, keys.userState)) as string[]);
   }
 
   async readAppState(appName: string, call?: StoreCall): Promise<Bucket> {
     const keys = appKeys(this.#prefix, appName);
-    return toBucket((await this.#run('getAppState', false, call, scripts.readBucket, [keys.appState], [])) as string[]);
+    return toBucket((await this.#readBucket('getAppState', call, keys.appState)) as string[]);
   }
 
   async close(): Promise<void> {
     await this.#release?.();
+  }
+
+  #readBucket(operation: string, call: StoreCall | undefined, key: string): Promise<unknown> {
+    return this.#run(operation, false, call, scripts.readBucket, [key], []);
   }
 
   /**
@@ -253,22 +527,33 @@ export class RedisStore implements SessionStore {
   }
 
   #keys(key: SessionKey): SessionKeys {
-    return sessionKeys(this.#prefix, key.appName, key.userId, key.sessionId);
+    return sessionKeys(this.#prefix, key.appName, key.userId, key.sessionId, this.#shards);
   }
 }
 
-/** The keys of the create and append scripts, in their order. */
+/** The session hash field of the first revision. */
+const FIRST_FIELD = '\u0000c';
+
+/** A field's value in a flat HGETALL reply. */
+function fieldOf(flat: readonly string[], field: string): string | undefined {
+  for (let index = 0; index < flat.length; index += 2) if (flat[index] === field) return flat[index + 1];
+  return undefined;
+}
+
+/** The keys of the create, import and append scripts, in their order (the app bucket only when it shares the slot). */
 function writeKeys(keys: SessionKeys): string[] {
-  return [
+  const out = [
     keys.session,
     keys.events,
     keys.eventIds,
     keys.userState,
-    keys.appState,
-    keys.appIndex,
+    keys.shardIndex,
     keys.userIndex,
     keys.expiry,
+    keys.pending,
   ];
+  if (keys.sameSlot) out.push(keys.app.appState);
+  return out;
 }
 
 /** A bucket as field/value arguments, fields encoded. */

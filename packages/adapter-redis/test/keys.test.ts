@@ -3,7 +3,7 @@ import { HOSTILE_IDS as SUITE_HOSTILE_IDS } from '@adk-state/conformance-tests';
 import { Cluster } from 'ioredis';
 import { describe, expect, inject, it } from 'vitest';
 import { RedisSessionService } from '../src/index.js';
-import { appKeys, appTag, decodeText, encodeText, SEPARATOR, sessionKeys, userKeys } from '../src/keys.js';
+import { appKeys, appTag, decodeText, encodeText, SEPARATOR, sessionKeys, shardOf, userKeys } from '../src/keys.js';
 
 /**
  * The suite's hostile ids, and what targets this encoding most: hash-tag pairs,
@@ -131,14 +131,20 @@ describe('key layout', () => {
   it('gives every app a brace-free hash tag that no id can change', () => {
     for (const appName of SAMPLES.filter((text) => text !== '')) {
       const tag = appTag(appName);
-      expect(tag).not.toMatch(/[{}]/);
+      expect(tag).not.toMatch(/[{}#]/);
       const base = appKeys('p:', appName).base;
       expect(base).toBe(`p:{${tag}}:`);
       for (const id of HOSTILE_IDS) {
-        const keys = sessionKeys('p:', appName, id, id);
-        for (const key of [keys.session, keys.events, keys.eventIds, keys.userState, keys.userIndex, keys.appState]) {
+        const one = sessionKeys('p:', appName, id, id, 1);
+        for (const key of [one.session, one.events, one.eventIds, one.userState, one.userIndex, one.app.appState]) {
           expect(key.startsWith(base)).toBe(true);
         }
+        const keys = sessionKeys('p:', appName, id, id, 256);
+        const shardBase = `p:{${tag}#${shardOf(id, 256)}}:`;
+        for (const key of [keys.session, keys.events, keys.eventIds, keys.pending, keys.userState, keys.userIndex]) {
+          expect(key.startsWith(shardBase)).toBe(true);
+        }
+        expect(keys.app.appState.startsWith(base)).toBe(true);
       }
     }
   });
@@ -149,14 +155,14 @@ describe('key layout', () => {
     for (const app of parts) {
       for (const user of parts) {
         for (const session of parts) {
-          const keys = sessionKeys('p:', app, user, session);
+          const keys = sessionKeys('p:', app, user, session, 4);
           const triple = JSON.stringify([app, user, session]);
-          for (const key of [keys.session, keys.events, keys.eventIds]) {
+          for (const key of [keys.session, keys.events, keys.eventIds, keys.pending]) {
             expect(seen.get(key) ?? triple).toBe(triple);
             seen.set(key, triple);
           }
           const pair = JSON.stringify([app, user]);
-          for (const key of [userKeys('p:', app, user).userState, userKeys('p:', app, user).userIndex]) {
+          for (const key of [userKeys('p:', app, user, 4).userState, userKeys('p:', app, user, 4).userIndex]) {
             expect(seen.get(key) ?? pair).toBe(pair);
             seen.set(key, pair);
           }
@@ -178,23 +184,29 @@ describe('key layout', () => {
 const nodes = inject('redisClusterNodes');
 
 describe.skipIf(nodes.length === 0)('hash slots on a real cluster', () => {
-  it('puts every key of one app in one slot, whatever braces the ids hold', async () => {
+  it("puts every key of one user in its shard's slot (and with one shard, every key of the app in one slot), whatever braces the ids hold", async () => {
     const cluster = new Cluster(nodes);
     try {
-      for (const appName of ['app', 'app{x}', '{app}', '}{', 'a}b{c', ...HOSTILE_IDS.slice(0, 12)]) {
-        const expected = await cluster.cluster('KEYSLOT', appKeys('adk-state:', appName).appState);
+      for (const appName of ['app', 'app{x}', '{app}', '}{', 'a}b{c', 'a#1', ...HOSTILE_IDS.slice(0, 12)]) {
+        const appSlot = await cluster.cluster('KEYSLOT', appKeys('adk-state:', appName).appState);
+        expect(await cluster.cluster('KEYSLOT', appKeys('adk-state:', appName).watermarks)).toBe(appSlot);
         for (const id of HOSTILE_IDS) {
-          const keys = sessionKeys('adk-state:', appName, id, `{${id}}`);
-          for (const key of [
-            keys.session,
-            keys.events,
-            keys.eventIds,
-            keys.userState,
-            keys.userIndex,
-            keys.appIndex,
-            keys.expiry,
-          ]) {
-            expect(await cluster.cluster('KEYSLOT', key)).toBe(expected);
+          for (const shards of [1, 256]) {
+            const keys = sessionKeys('adk-state:', appName, id, `{${id}}`, shards);
+            const expected =
+              shards === 1 ? appSlot : await cluster.cluster('KEYSLOT', `{${appTag(appName)}#${shardOf(id, shards)}}`);
+            for (const key of [
+              keys.session,
+              keys.events,
+              keys.eventIds,
+              keys.pending,
+              keys.userState,
+              keys.userIndex,
+              keys.shardIndex,
+              keys.expiry,
+            ]) {
+              expect(await cluster.cluster('KEYSLOT', key)).toBe(expected);
+            }
           }
         }
       }

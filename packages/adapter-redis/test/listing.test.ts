@@ -57,8 +57,8 @@ describe.skipIf(!available)('listing (server of its own)', () => {
     }
   });
 
-  it('a page costs O(page): the sessions read do not grow with the app', async () => {
-    const service = new RedisSessionService({ client });
+  it('with one shard, a page costs O(page): the sessions read do not grow with the app', async () => {
+    const service = new RedisSessionService({ client, shards: 1 });
     const appName = `app-${randomUUID()}`;
     for (let index = 0; index < 300; index++) {
       await service.createSession({ appName, userId: `u${index % 7}`, sessionId: `s${index}` });
@@ -71,6 +71,26 @@ describe.skipIf(!available)('listing (server of its own)', () => {
       expect(commands.get('hgetall') ?? 0).toBeLessThanOrEqual(11);
       expect(commands.get('evalsha')).toBe(1);
       for (const [command, calls] of commands) expect(calls, command).toBeLessThanOrEqual(11);
+    }
+    const page = await service.listSessions({ appName, limit: 5, page: 9 });
+    expect(page.totalItems).toBe(300);
+    expect(page.sessions).toHaveLength(5);
+  });
+
+  it('over many shards, a page reads the hashes of the page only, in three commands on a single server', async () => {
+    const service = new RedisSessionService({ client, shards: 16 });
+    const appName = `app-${randomUUID()}`;
+    for (let index = 0; index < 300; index++) {
+      await service.createSession({ appName, userId: `u${index % 37}`, sessionId: `s${index}` });
+    }
+    for (const order of ['asc', 'desc'] as const) {
+      const commands = await countCommands(server.url, () =>
+        service.listSessions({ appName, limit: 5, page: 9, order }),
+      );
+      // Every shard's count and window, then five session hashes, at most five user buckets, the app bucket.
+      expect(commands.get('hgetall') ?? 0).toBeLessThanOrEqual(11);
+      expect(commands.get('evalsha')).toBe(3);
+      expect(commands.get('zcard')).toBe(16);
     }
     const page = await service.listSessions({ appName, limit: 5, page: 9 });
     expect(page.totalItems).toBe(300);

@@ -20,13 +20,14 @@ async function measureEveryOperation(nodes: RedisNodes, connectionName: string, 
   const appName = `rt-${randomUUID()}`;
   const measure = async (operation: () => Promise<unknown>) => countRoundTrips(nodes, connectionName, operation);
 
-  // Warm-up: every script once (a server that lacks a script costs one extra round trip, once).
-  const warm = await service.createSession({ appName, userId: 'warm', sessionId: 'w' });
+  // Warm-up: every script once, in the measured user's slot (a server that lacks a script costs one extra round trip, once).
+  const warm = await service.createSession({ appName, userId: 'u1', sessionId: 'w', state: { 'app:warm': 1 } });
   await service.appendEvent({ session: warm, event: event({ a: 1 }, 1) });
-  await service.getSession({ appName, userId: 'warm', sessionId: 'w' });
+  await service.getSession({ appName, userId: 'u1', sessionId: 'w' });
   await service.listSessions({ appName });
-  await service.getUserState({ appName, userId: 'warm' });
-  await service.deleteSession({ appName, userId: 'warm', sessionId: 'w' });
+  await service.listSessions({ appName, userId: 'u1' });
+  await service.getUserState({ appName, userId: 'u1' });
+  await service.deleteSession({ appName, userId: 'u1', sessionId: 'w' });
   await service.importSession({ ...warm, id: 'w2' });
 
   let session: Session | undefined;
@@ -78,7 +79,8 @@ async function measureEveryOperation(nodes: RedisNodes, connectionName: string, 
   return counts;
 }
 
-const EXPECTED = {
+/** With one shard (the whole app in one slot): one request each. */
+const ONE_SLOT = {
   createSession: ['evalsha'],
   appendEvent: ['evalsha'],
   'appendEvent (replacing an event)': ['evalsha'],
@@ -96,6 +98,42 @@ const EXPECTED = {
   importSession: ['evalsha'],
 };
 
+/**
+ * With the default shards: a write with app: keys takes a second script (the
+ * app's slot); a read of a session or a listing reads the app bucket at the
+ * same time (a second request, no second wait), and a listing of the whole
+ * app reads every shard's index, then the page's hashes.
+ */
+const SHARDED = {
+  createSession: ['evalsha', 'evalsha'],
+  appendEvent: ['evalsha', 'evalsha'],
+  'appendEvent (replacing an event)': ['evalsha', 'evalsha'],
+  getSession: ['evalsha', 'evalsha'],
+  'getSession (numRecentEvents)': ['evalsha', 'evalsha'],
+  'getSession (afterTimestamp)': ['evalsha', 'evalsha'],
+  'getSession (missing)': ['evalsha', 'evalsha'],
+  listSessions: ['evalsha', 'evalsha', 'evalsha'],
+  'listSessions (user)': ['evalsha', 'evalsha'],
+  getUserState: ['evalsha'],
+  getAppState: ['evalsha'],
+  'createSession (exists)': ['evalsha', 'evalsha'],
+  'appendEvent (stale)': ['evalsha'],
+  deleteSession: ['evalsha', 'evalsha'],
+  importSession: ['evalsha', 'evalsha'],
+};
+
+/** An append without app: keys is one request in either layout. */
+async function plainAppend(nodes: RedisNodes, connectionName: string, service: RedisSessionService) {
+  const appName = `rt-${randomUUID()}`;
+  const session = await service.createSession({ appName, userId: 'u1', sessionId: 's1' });
+  await service.appendEvent({ session, event: event({ a: 1, 'user:b': 1 }, 1) });
+  return (
+    await countRoundTrips(nodes, connectionName, () =>
+      service.appendEvent({ session, event: event({ a: 2, 'user:b': 2, 'temp:t': 1 }, 2) }),
+    )
+  ).commands;
+}
+
 describe('round trips on a single server', () => {
   const connectionName = `adk-rt-${randomUUID().slice(0, 8)}`;
   let client: Redis;
@@ -106,9 +144,15 @@ describe('round trips on a single server', () => {
     await client.quit();
   });
 
-  it('every operation is exactly one request to the server', async () => {
+  it('with one shard, every operation is exactly one request to the server', async () => {
+    const service = new RedisSessionService({ client, keyPrefix, shards: 1 });
+    expect(await measureEveryOperation(inject('redisUrl'), connectionName, service)).toEqual(ONE_SLOT);
+  });
+
+  it('with the default shards, an append without app: keys is one request, and the rest as documented', async () => {
     const service = new RedisSessionService({ client, keyPrefix });
-    expect(await measureEveryOperation(inject('redisUrl'), connectionName, service)).toEqual(EXPECTED);
+    expect(await measureEveryOperation(inject('redisUrl'), connectionName, service)).toEqual(SHARDED);
+    expect(await plainAppend(inject('redisUrl'), connectionName, service)).toEqual(['evalsha']);
   });
 });
 
@@ -124,13 +168,20 @@ describe.skipIf(nodes.length === 0)('round trips on a cluster of three masters',
     await client.quit();
   });
 
-  it('every operation is exactly one request to the master that owns the app', async () => {
+  it('every operation is one request per slot it touches, on the masters that own them', async () => {
     const service = new RedisSessionService({ client, keyPrefix });
     // The first command of a fresh Cluster client also fetches the slot map; do that outside the measurement.
     await service.getAppState({ appName: 'warm-up' });
     const masters = client
       .nodes('master')
       .map((node) => ({ host: node.options.host as string, port: node.options.port as number }));
-    expect(await measureEveryOperation(masters, connectionName, service)).toEqual(EXPECTED);
+    const counts = await measureEveryOperation(masters, connectionName, service);
+    // A listing of the whole app reads each shard's index with a request of its own (the page's
+    // shard may be on a master that has not run the second script yet: an EVAL the first time).
+    const listing = counts.listSessions?.filter((command) => command === 'evalsha').length ?? 0;
+    expect(listing).toBeGreaterThanOrEqual(256 + 2);
+    expect(listing).toBeLessThanOrEqual(256 + 3);
+    expect({ ...counts, listSessions: SHARDED.listSessions }).toEqual(SHARDED);
+    expect(await plainAppend(masters, connectionName, service)).toEqual(['evalsha']);
   });
 });

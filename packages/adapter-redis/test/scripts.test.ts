@@ -58,8 +58,8 @@ describe.skipIf(!available)('script loading (server of its own)', () => {
     expect(session.events).toHaveLength(4);
   });
 
-  it('one append runs one script; the work happens inside the server', async () => {
-    const service = new RedisSessionService({ client });
+  it('with one shard, one append runs one script; the work happens inside the server', async () => {
+    const service = new RedisSessionService({ client, shards: 1 });
     const appName = `app-${randomUUID()}`;
     const session = await service.createSession({ appName, userId: 'u', sessionId: 's' });
     await service.appendEvent({ session, event: event({ warm: true }) });

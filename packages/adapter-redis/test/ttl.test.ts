@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { RedisSessionService } from '../src/index.js';
+import { DEFAULT_SHARDS, RedisSessionService } from '../src/index.js';
 import { sessionKeys } from '../src/keys.js';
 import { testEvent } from './support/index.js';
 
@@ -32,7 +32,7 @@ describe('session time to live', () => {
   it('gives the session, its log and its id map one expiry, moved forward by each append; buckets never expire', async () => {
     const service = new RedisSessionService({ client, keyPrefix, sessionTtlSeconds: 3600 });
     const appName = `app-${randomUUID()}`;
-    const keys = sessionKeys(keyPrefix, appName, 'u1', 's1');
+    const keys = sessionKeys(keyPrefix, appName, 'u1', 's1', DEFAULT_SHARDS);
     const before = await serverTime();
     const session = await service.createSession({ appName, userId: 'u1', sessionId: 's1', state: { 'user:a': 1 } });
     const after = await serverTime();
@@ -47,12 +47,14 @@ describe('session time to live', () => {
     expect(Number(await client.call('pexpiretime', keys.eventIds))).toBe(touched);
     expect(Number(await client.zscore(keys.expiry, keys.expiryMember))).toBe(touched);
     expect(await client.pttl(keys.userState)).toBe(-1);
-    expect(await client.pttl(keys.appState)).toBe(-1);
-    expect(await client.pttl(keys.appIndex)).toBe(-1);
+    // The app delta waits in the pending hash until the session's next call clears it: it expires with the session.
+    expect(Number(await client.call('pexpiretime', keys.pending))).toBe(touched);
+    expect(await client.pttl(keys.app.appState)).toBe(-1);
+    expect(await client.pttl(keys.shardIndex)).toBe(-1);
 
     const plain = new RedisSessionService({ client, keyPrefix });
     await plain.createSession({ appName, userId: 'u1', sessionId: 'forever' });
-    expect(await client.pttl(sessionKeys(keyPrefix, appName, 'u1', 'forever').session)).toBe(-1);
+    expect(await client.pttl(sessionKeys(keyPrefix, appName, 'u1', 'forever', DEFAULT_SHARDS).session)).toBe(-1);
   });
 
   it('an idle session expires with its events; user and app state stay; listings forget it', async () => {
@@ -64,7 +66,7 @@ describe('session time to live', () => {
     await long.createSession({ appName, userId: 'u1', sessionId: 's2' });
     await long.createSession({ appName, userId: 'u2', sessionId: 's3' });
 
-    const keys = sessionKeys(keyPrefix, appName, 'u1', 's1');
+    const keys = sessionKeys(keyPrefix, appName, 'u1', 's1', DEFAULT_SHARDS);
     for (
       let attempt = 0;
       attempt < 500 && (await client.exists(keys.session, keys.events, keys.eventIds)) > 0;
