@@ -19,17 +19,30 @@ export { collectionNames, EVENT_EXPIRY_GRACE_MS, SCHEMA_VERSION } from './layout
 export { MongoStore, type MongoStoreConfig, SchemaVersionError } from './store.js';
 export { StandaloneServerError } from './topology.js';
 
-/** Options of {@link MongoSessionService}: one of `client` or `url`, and where to keep the data. */
-export interface MongoSessionServiceOptions extends StateSessionServiceOptions {
-  /** A client the application owns; the service never closes it. */
-  client?: MongoClient;
-  /** A connection string; the service creates the client and closes it in `close()`. */
-  url?: string;
-  /**
-   * Options for the client created from `url`. They, and options given in
-   * the URL itself, win over the bounded defaults of {@link urlClientDefaults}.
-   */
-  clientOptions?: MongoClientOptions;
+/** Where the service connects: exactly one of a client the application owns, or a connection string. */
+export type MongoConnection =
+  | {
+      /** A client the application owns; the service never closes it. */
+      client: MongoClient;
+      url?: never;
+      clientOptions?: never;
+    }
+  | {
+      client?: never;
+      /** A connection string; the service creates the client and closes it in `close()`. */
+      url: string;
+      /**
+       * Options for the client created from `url`. They, and options given in
+       * the URL itself, win over the bounded defaults of {@link urlClientDefaults}.
+       */
+      clientOptions?: MongoClientOptions;
+    };
+
+/** Options of {@link MongoSessionService}: the connection, where to keep the data, and core's options. */
+export type MongoSessionServiceOptions = MongoConnection & MongoStorageOptions & StateSessionServiceOptions;
+
+/** Where and how long the data is kept. */
+export interface MongoStorageOptions {
   /** Default `adk_state`. */
   dbName?: string;
   /** Prepended to the two collection names. Default `adk_`. */

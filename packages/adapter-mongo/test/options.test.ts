@@ -22,7 +22,10 @@ function refusal(make: () => unknown): { code?: string; argument?: string } {
 describe('options', () => {
   it('refuses ambiguous or invalid options with InvalidArgumentError', () => {
     const client = new MongoClient(mongoUrl());
+    // The types refuse these too; JavaScript callers meet the runtime check.
+    // @ts-expect-error neither client nor url
     expect(refusal(() => new MongoSessionService({}))).toMatchObject({ code: 'INVALID_ARGUMENT', argument: 'options' });
+    // @ts-expect-error both client and url
     expect(refusal(() => new MongoSessionService({ client, url: mongoUrl() }))).toMatchObject({ argument: 'options' });
     expect(refusal(() => new MongoSessionService({ client, dbName: 'a.b' }))).toMatchObject({ argument: 'dbName' });
     expect(refusal(() => new MongoSessionService({ client, collectionPrefix: 'x$' }))).toMatchObject({
