@@ -48,10 +48,10 @@ export interface MongoStorageOptions {
   /** Prepended to the two collection names. Default `adk_`. */
   collectionPrefix?: string;
   /** Sessions (and their events) expire this many seconds after their creation. Default: never. */
-  sessionTtlSeconds?: number;
+  expireAfterCreateSeconds?: number;
 }
 
-/** The longest `sessionTtlSeconds`: 100 years (of 365.25 days). */
+/** The longest `expireAfterCreateSeconds`: 100 years (of 365.25 days). */
 export const MAX_SESSION_TTL_SECONDS = 3_155_760_000;
 
 /**
@@ -131,8 +131,8 @@ function storeFor(options: MongoSessionServiceOptions): MongoStore {
       `must be a string without '$' or NUL that does not start with 'system.', got ${JSON.stringify(collectionPrefix)}`,
     );
   }
-  const ttl = options.sessionTtlSeconds;
-  if (ttl !== undefined) assertPositiveNumber('sessionTtlSeconds', ttl, { max: MAX_SESSION_TTL_SECONDS });
+  const ttl = options.expireAfterCreateSeconds;
+  if (ttl !== undefined) assertPositiveNumber('expireAfterCreateSeconds', ttl, { max: MAX_SESSION_TTL_SECONDS });
   // Checked here as well as by the service: the client's defaults derive from it.
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   assertPositiveNumber('timeoutMs', timeoutMs, { max: MAX_TIMEOUT_MS, allowInfinity: true });
@@ -145,7 +145,7 @@ function storeFor(options: MongoSessionServiceOptions): MongoStore {
     ownsClient: options.client === undefined,
     dbName,
     collectionPrefix,
-    ...(ttl !== undefined ? { sessionTtlSeconds: ttl } : {}),
+    ...(ttl !== undefined ? { expireAfterCreateSeconds: ttl } : {}),
     now: options.now ?? Date.now,
   });
 }

@@ -76,7 +76,7 @@ export interface MongoStoreConfig {
   dbName: string;
   collectionPrefix: string;
   /** Sessions expire this long after their creation; undefined keeps them forever. */
-  sessionTtlSeconds?: number;
+  expireAfterCreateSeconds?: number;
   /** Wall clock for expiry, in milliseconds. */
   now: () => number;
 }
@@ -216,7 +216,7 @@ export class MongoStore implements SessionStore {
     if (this.#config.ownsClient) await this.client.connect();
     const hello = await assertTransactions(this.db, this.client.options.hosts.map(String).join(','));
     this.#bulkWrite = hasBulkWriteCommand(hello, this.client);
-    const withTtl = this.#config.sessionTtlSeconds !== undefined;
+    const withTtl = this.#config.expireAfterCreateSeconds !== undefined;
     // Both collections exist before any transaction writes them: MongoDB
     // cannot create a collection inside a transaction that spans shards.
     await Promise.all([
@@ -392,14 +392,14 @@ export class MongoStore implements SessionStore {
 
   /** The events' expiry for an append at `now`: past the session's own (it was created no later), plus the grace period. */
   #eventExpiry(now: number): { expiresAt?: Date } {
-    const ttl = this.#config.sessionTtlSeconds;
+    const ttl = this.#config.expireAfterCreateSeconds;
     return ttl === undefined ? {} : { expiresAt: new Date(now + ttl * 1000 + EVENT_EXPIRY_GRACE_MS) };
   }
 
   /** A new session's head, created with an upsert that only inserts (`$setOnInsert`): it matches an existing key instead. */
   #createHead(key: SessionKey, fields: Omit<SessionDoc, '_id' | 'sortId' | 'createdAt' | 'schemaVersion'>): Write {
     const now = this.#config.now();
-    const ttl = this.#config.sessionTtlSeconds;
+    const ttl = this.#config.expireAfterCreateSeconds;
     const head: Omit<SessionDoc, '_id'> = {
       sortId: utf16OrderKey(key.sessionId),
       ...fields,
@@ -421,7 +421,7 @@ export class MongoStore implements SessionStore {
    * behind (they outlive it by the grace period): a new session starts empty.
    */
   #strays(key: SessionKey): Write[] {
-    if (this.#config.sessionTtlSeconds === undefined) return [];
+    if (this.#config.expireAfterCreateSeconds === undefined) return [];
     return [{ to: 'events', op: 'deleteMany', filter: eventsOf(key.appName, key.userId, key.sessionId) }];
   }
 
@@ -716,7 +716,7 @@ export class MongoStore implements SessionStore {
     if (query.userId !== undefined) filter['_id.user'] = encodeKeyPart(query.userId);
     Object.assign(filter, SESSION_HEADS);
     // Expired sessions the TTL monitor has not removed yet are not listed.
-    if (this.#config.sessionTtlSeconds !== undefined) filter.expiresAt = { $not: { $lte: new Date(now) } };
+    if (this.#config.expireAfterCreateSeconds !== undefined) filter.expiresAt = { $not: { $lte: new Date(now) } };
     return this.#transaction('listSessions', call, async (scope) => {
       const [counted] = await this.#sessions
         .aggregate([{ $match: filter }, { $group: { _id: null, n: { $sum: 1 } } }], scope.next())

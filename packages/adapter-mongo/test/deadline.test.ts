@@ -160,11 +160,11 @@ describe('numeric and client options are checked at construction', () => {
 
   it('refuses them with InvalidArgumentError', () => {
     const url = mongoUrl();
-    for (const sessionTtlSeconds of [0, -1, Number.NaN, MAX_SESSION_TTL_SECONDS + 1, 1e16, '60' as never]) {
+    for (const expireAfterCreateSeconds of [0, -1, Number.NaN, MAX_SESSION_TTL_SECONDS + 1, 1e16, '60' as never]) {
       expect(
-        refusal(() => new MongoSessionService({ url, sessionTtlSeconds })),
-        String(sessionTtlSeconds),
-      ).toMatchObject({ code: 'INVALID_ARGUMENT', argument: 'sessionTtlSeconds' });
+        refusal(() => new MongoSessionService({ url, expireAfterCreateSeconds })),
+        String(expireAfterCreateSeconds),
+      ).toMatchObject({ code: 'INVALID_ARGUMENT', argument: 'expireAfterCreateSeconds' });
     }
     for (const timeoutMs of [0, -5, Number.NaN, 2 ** 31, '100' as never]) {
       expect(
@@ -190,7 +190,7 @@ describe('numeric and client options are checked at construction', () => {
     const service = new MongoSessionService({
       url: mongoUrl(),
       dbName,
-      sessionTtlSeconds: MAX_SESSION_TTL_SECONDS,
+      expireAfterCreateSeconds: MAX_SESSION_TTL_SECONDS,
       timeoutMs: 2 ** 31 - 1,
     });
     const appName = uniqueApp();

@@ -34,9 +34,9 @@ describe('options', () => {
     expect(refusal(() => new MongoSessionService({ client, collectionPrefix: 'system.' }))).toMatchObject({
       argument: 'collectionPrefix',
     });
-    for (const sessionTtlSeconds of [0, -1, Number.NaN, Number.POSITIVE_INFINITY]) {
-      expect(refusal(() => new MongoSessionService({ client, sessionTtlSeconds }))).toMatchObject({
-        argument: 'sessionTtlSeconds',
+    for (const expireAfterCreateSeconds of [0, -1, Number.NaN, Number.POSITIVE_INFINITY]) {
+      expect(refusal(() => new MongoSessionService({ client, expireAfterCreateSeconds }))).toMatchObject({
+        argument: 'expireAfterCreateSeconds',
       });
     }
     expect(refusal(() => new MongoSessionService({ client, onStale: 'never' as never }))).toMatchObject({

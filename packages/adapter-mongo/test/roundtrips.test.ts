@@ -155,7 +155,7 @@ describe.each(cases)('round trips per operation (%s)', (_label, makeClient, serv
   });
 
   it('with a session time-to-live, creation also clears what an expired session of the key left', async () => {
-    const ttl = new MongoSessionService({ client, dbName: `${dbName}_ttl`, sessionTtlSeconds: 3600 });
+    const ttl = new MongoSessionService({ client, dbName: `${dbName}_ttl`, expireAfterCreateSeconds: 3600 });
     await ttl.ready();
     try {
       expect(await sent(() => ttl.createSession({ appName: uniqueApp(), userId: 'u1' }))).toEqual(

@@ -86,7 +86,7 @@ describe.each(drivers)('the shard key in every command (%s)', (_name, makeClient
       }
     });
     const service = new MongoSessionService({ client, dbName });
-    const expiring = new MongoSessionService({ client, dbName: `${dbName}_ttl`, sessionTtlSeconds: 60 });
+    const expiring = new MongoSessionService({ client, dbName: `${dbName}_ttl`, expireAfterCreateSeconds: 60 });
     try {
       await service.ready();
       await expiring.ready();

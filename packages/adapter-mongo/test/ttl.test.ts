@@ -1,6 +1,6 @@
 /**
  * The optional session time-to-live: sessions (and their events) expire
- * `sessionTtlSeconds` after creation. TTL indexes let MongoDB remove them;
+ * `expireAfterCreateSeconds` after creation. TTL indexes let MongoDB remove them;
  * until its monitor passes, expired sessions already read as gone.
  */
 import type { Session } from '@google/adk';
@@ -18,7 +18,7 @@ let service: MongoSessionService;
 
 beforeAll(async () => {
   client = new MongoClient(mongoUrl());
-  service = new MongoSessionService({ client, dbName, sessionTtlSeconds: TTL_SECONDS, now: () => clockMs });
+  service = new MongoSessionService({ client, dbName, expireAfterCreateSeconds: TTL_SECONDS, now: () => clockMs });
   await service.ready();
 });
 
@@ -125,7 +125,7 @@ describe('session time-to-live', () => {
     },
   );
 
-  it('without sessionTtlSeconds nothing expires and no TTL index is made', async () => {
+  it('without expireAfterCreateSeconds nothing expires and no TTL index is made', async () => {
     const plainDb = uniqueDbName('nottl');
     const plain = new MongoSessionService({ client, dbName: plainDb });
     try {
