@@ -46,9 +46,11 @@ export function attachDeadlines(firestore: object): boolean {
     const call = scope.getStore();
     if (!call || !Number.isFinite(call.deadline) || UNBOUNDED_METHODS.has(methodName)) return options;
     if (typeof options !== 'object' || options === null) return options;
-    const left = Math.max(1, Math.ceil(call.deadline - Date.now()));
+    const timeLeft = () => Math.max(1, Math.ceil(call.deadline - Date.now()));
+    const left = timeLeft();
     const bound = options as { timeout?: number; retry?: { backoffSettings?: BackoffSettings } };
-    bound.timeout = left;
+    // Read by the client at each attempt (it retries with the same options): the time left then.
+    Object.defineProperty(bound, 'timeout', { get: timeLeft, enumerable: true, configurable: true });
     const retry = bound.retry;
     if (retry && typeof retry === 'object' && retry.backoffSettings) {
       // A copy: the client builds these settings from shared defaults.

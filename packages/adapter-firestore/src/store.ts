@@ -382,10 +382,13 @@ export class FirestoreStore implements SessionStore {
       // The buckets are written blind (merged field by field), so the transaction does not read
       // them: it would lock every app's and user's document against all other sessions' appends.
       // They are read beside it only to refuse a bucket that would outgrow its document.
-      const [[session, existing], buckets] = await settleAll<[DocumentSnapshot[], DocumentSnapshot[]]>([
-        tx.getAll(refs.session, eventRef),
-        bucketRefs.length > 0 ? this.firestore.getAll(...bucketRefs) : Promise.resolve([]),
-      ]);
+      const bucketRead = bucketRefs.length > 0 ? this.firestore.getAll(...bucketRefs) : Promise.resolve([]);
+      // Not settled together with the transaction's read: when the first read of a transaction fails,
+      // @google-cloud/firestore (8.x, 9.x) leaves a rejected promise that only its rollback handles, and
+      // the rollback must come at once. The bucket read's own failure is handled here, and seen below.
+      bucketRead.catch(() => undefined);
+      const [session, existing] = await tx.getAll(refs.session, eventRef);
+      const buckets = await bucketRead;
       if (!session?.exists) return { status: 'missing' };
       const head = session.data() as SessionDocument;
       const stored = existing?.exists ? (existing.data() as EventDocument) : undefined;

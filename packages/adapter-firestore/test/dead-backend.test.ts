@@ -5,10 +5,10 @@
  */
 import net from 'node:net';
 import { BackendError } from '@adk-state/core';
-import { createEvent, type Session } from '@google/adk';
+import { createEvent, createEventActions, type Session } from '@google/adk';
 import { Firestore } from '@google-cloud/firestore';
 import { afterAll, expect, it } from 'vitest';
-import { FirestoreSessionService } from '../src/index.js';
+import { FirestoreSessionService, FirestoreStore } from '../src/index.js';
 import { TEST_PROJECT_ID } from './support/env.js';
 
 /** A loopback port that was just bound and closed again: connections to it are refused. */
@@ -30,23 +30,32 @@ afterAll(() => {
   process.off('unhandledRejection', onUnhandled);
 });
 
-it('with nothing listening, each method rejects with a BackendError within 8 s, nothing is left unhandled, and close() resolves', async () => {
+/** A client of a closed loopback port. */
+async function deadClient(): Promise<Firestore> {
   // The client reads FIRESTORE_EMULATOR_HOST when it is made, and prefers it to `host`: point it at the closed port.
   const emulatorHost = process.env.FIRESTORE_EMULATOR_HOST;
   process.env.FIRESTORE_EMULATOR_HOST = `127.0.0.1:${await closedPort()}`;
-  let firestore: Firestore;
   try {
-    firestore = new Firestore({
+    return new Firestore({
       projectId: TEST_PROJECT_ID,
       credentials: { client_email: 'test@example.com', private_key: 'dummy' },
     });
   } finally {
     process.env.FIRESTORE_EMULATOR_HOST = emulatorHost;
   }
+}
+
+it('with nothing listening, each method rejects with a BackendError within 8 s, nothing is left unhandled, and close() resolves', async () => {
+  const firestore = await deadClient();
   const service = new FirestoreSessionService({ firestore, timeoutMs: 3_000 });
   const key = { appName: 'dead-app', userId: 'u1', sessionId: 's1' };
   const session: Session = { ...key, id: key.sessionId, state: {}, events: [], lastUpdateTime: 0 };
-  const event = createEvent({ invocationId: 'inv', author: 'agent', timestamp: Date.now() });
+  const event = createEvent({
+    invocationId: 'inv',
+    author: 'agent',
+    timestamp: Date.now(),
+    actions: createEventActions({ stateDelta: { n: 1, 'user:n': 1, 'app:n': 1 } }),
+  });
   const calls: Record<string, () => Promise<unknown>> = {
     createSession: () => service.createSession(key),
     getSession: () => service.getSession(key),
@@ -82,3 +91,45 @@ it('with nothing listening, each method rejects with a BackendError within 8 s, 
   // read (its own backoff, a few seconds) makes that retry reject where nothing listens ("The client
   // has already been terminated"), whoever sent the read.
 }, 60_000);
+
+it("once the deadline has passed, the store's own work against a dead backend ends too, with nothing unhandled", async () => {
+  // The store alone, without the service's race against the deadline: every promise it returns settles.
+  const store = new FirestoreStore({ firestore: await deadClient() });
+  const call = () => ({ signal: AbortSignal.timeout(2_000), deadline: Date.now() + 2_000 });
+  const key = { appName: 'dead-app', userId: 'u1', sessionId: 's1' };
+  const bucket = (entries: Array<[string, string]>) => new Map(entries);
+  const settled = await Promise.allSettled([
+    store.createSession(
+      {
+        key,
+        state: bucket([]),
+        userDelta: bucket([['n', '1']]),
+        appDelta: bucket([['n', '1']]),
+        createTime: 1,
+        revision: 1,
+      },
+      call(),
+    ),
+    store.appendEvent(
+      {
+        key,
+        expectedRevision: 1,
+        event: { id: 'e1', timestamp: 2, json: '{"id":"e1"}' },
+        sessionDelta: bucket([['n', '2']]),
+        userDelta: bucket([['n', '2']]),
+        appDelta: bucket([['n', '2']]),
+        lastUpdateTime: 2,
+      },
+      call(),
+    ),
+    store.loadSession(key, {}, call()),
+    store.loadSession(key, { limit: 3 }, call()),
+    store.listSessions({ appName: key.appName, order: 'asc', offset: 0, limit: 10 }, call()),
+    store.deleteSession(key, call()),
+    store.readUserState(key.appName, key.userId, call()),
+    store.readAppState(key.appName, call()),
+  ]);
+  expect(settled.map((each) => each.status)).toEqual(Array(settled.length).fill('rejected'));
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  expect(unhandled).toEqual([]);
+}, 120_000);
