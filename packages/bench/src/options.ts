@@ -28,6 +28,10 @@ export interface BenchSizes {
   memoryEvents: number;
   /** Raw round trips per sample of a backend's physical limit. */
   rawOps: number;
+  /** Workload 8 (Redis on a cluster): users of the one app. */
+  clusterUsers: number;
+  /** Workload 8: appends per user in each of its two phases. */
+  clusterAppends: number;
 }
 
 export interface BenchOptions {
@@ -68,6 +72,8 @@ export const DEFAULT_SIZES: BenchSizes = {
   listPage: 50,
   memoryEvents: 10_000,
   rawOps: 2_000,
+  clusterUsers: 600,
+  clusterAppends: 5,
 };
 
 export const QUICK_SIZES: BenchSizes = {
@@ -82,6 +88,8 @@ export const QUICK_SIZES: BenchSizes = {
   listPage: 50,
   memoryEvents: 1_000,
   rawOps: 300,
+  clusterUsers: 120,
+  clusterAppends: 2,
 };
 
 export function defaultOptions(quick = false): BenchOptions {

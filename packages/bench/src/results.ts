@@ -48,6 +48,8 @@ export interface WorkloadCell {
   /** Sequential appends: events/s over the first and the last tenth of each sample. */
   firstTenth?: Summary;
   lastTenth?: Summary;
+  /** Sequential appends: this process's CPU time per event, in microseconds. */
+  cpuPerEvent?: Summary;
   /** Set when the workload failed on this target. */
   error?: string;
 }
@@ -69,6 +71,31 @@ export interface RoundTripResult {
 export interface MemoryResult {
   bytesPerEvent?: Summary;
   jsonBytesPerEvent?: number;
+  error?: string;
+}
+
+/** One phase of the scale-out workload: what each master of the cluster ran. */
+export interface ClusterPhase {
+  name: string;
+  appends: number;
+  /** Per master (`host:port`): commands run there, requests and the commands scripts ran alike (`INFO commandstats`). */
+  commands: Record<string, number>;
+  /** The busiest master's commands ÷ the average over the masters. */
+  busiestOverAverage: number;
+}
+
+/** The scale-out workload of a store on a cluster: many users of one app. */
+export interface ClusterResult {
+  masters: number;
+  users: number;
+  /** The store's `shards` setting. */
+  shards: number;
+  phases: ClusterPhase[];
+  /** Per master: keys it holds after the workload. */
+  keys: Record<string, number>;
+  keysBusiestOverAverage: number;
+  /** Round trips (requests the masters received from the store's connections) per kind of operation. */
+  roundTrips: Record<string, number>;
   error?: string;
 }
 
@@ -108,5 +135,7 @@ export interface Results {
   workloads: WorkloadResult[];
   roundTrips: Record<string, RoundTripResult>;
   memory: Record<string, MemoryResult>;
+  /** Stores measured on a cluster too (by target id); absent in older results. */
+  clusters?: Record<string, ClusterResult>;
   checks: Check[];
 }

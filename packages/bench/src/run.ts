@@ -10,6 +10,7 @@ import { describeMachine } from './machine.js';
 import type { BenchOptions } from './options.js';
 import type {
   BackendInfo,
+  ClusterResult,
   MemoryResult,
   Results,
   RoundTripResult,
@@ -168,6 +169,7 @@ export async function runBench(
       const counts = new Map<string, number[]>();
       const firsts = new Map<string, number[]>();
       const lasts = new Map<string, number[]>();
+      const cpus = new Map<string, number[]>();
       await interleave(opened, options.repetitions, async ({ spec, target }, repetition) => {
         const slot = cell(id, spec.id);
         if (slot.error) return;
@@ -191,6 +193,9 @@ export async function runBench(
           if (sample.firstTenthPerSecond !== undefined && sample.lastTenthPerSecond !== undefined) {
             slot.firstTenth = summarize(push(firsts, spec.id, sample.firstTenthPerSecond));
             slot.lastTenth = summarize(push(lasts, spec.id, sample.lastTenthPerSecond));
+          }
+          if (sample.cpuMicrosPerEvent !== undefined) {
+            slot.cpuPerEvent = summarize(push(cpus, spec.id, sample.cpuMicrosPerEvent));
           }
         } catch (error) {
           slot.error = message(error);
@@ -220,6 +225,15 @@ export async function runBench(
       }
     }
     log('round trips counted');
+
+    const clusters: Record<string, ClusterResult> = {};
+    for (const { spec, target } of opened) {
+      if (!target.cluster) continue;
+      log(`${spec.label} on a cluster: ${sizes.clusterUsers} users of one app`);
+      clusters[spec.id] = await target.cluster(sizes);
+      const error = clusters[spec.id]?.error;
+      if (error) log(`  ${spec.label} on a cluster failed: ${error}`);
+    }
 
     const memory: Record<string, MemoryResult> = {};
     const heapTargets = opened.filter(({ target }) => target.fresh !== undefined);
@@ -257,6 +271,7 @@ export async function runBench(
       workloads,
       roundTrips,
       memory,
+      ...(Object.keys(clusters).length > 0 ? { clusters } : {}),
       checks: [],
     };
     results.checks = evaluateChecks(results);

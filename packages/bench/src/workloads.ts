@@ -18,6 +18,8 @@ export interface AppendSample {
   /** Sequential only: the rate over the first and the last tenth of the events appended. */
   firstTenthPerSecond?: number;
   lastTenthPerSecond?: number;
+  /** Sequential only: CPU time of this process (user + system) per event appended, in microseconds. */
+  cpuMicrosPerEvent?: number;
 }
 
 export interface AppendParams {
@@ -36,11 +38,13 @@ export async function appendSequential(service: BaseSessionService, params: Appe
   const deadline = start + params.maxMs;
   /** When each event's append ended. */
   const ends: number[] = [];
+  const cpuBefore = process.cpuUsage();
   for (const event of events) {
     await service.appendEvent({ session, event });
     ends.push(nowMs());
     if ((ends[ends.length - 1] as number) > deadline) break;
   }
+  const cpu = process.cpuUsage(cpuBefore);
   const done = ends.length;
   const tenth = Math.max(1, Math.floor(done / 10));
   const rate = (count: number, from: number, to: number) => (count / (to - from)) * 1000;
@@ -49,6 +53,7 @@ export async function appendSequential(service: BaseSessionService, params: Appe
     events: done,
     firstTenthPerSecond: rate(tenth, start, ends[tenth - 1] as number),
     lastTenthPerSecond: rate(tenth, ends[done - tenth - 1] ?? start, ends[done - 1] as number),
+    cpuMicrosPerEvent: (cpu.user + cpu.system) / done,
   };
 }
 

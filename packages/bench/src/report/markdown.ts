@@ -22,6 +22,14 @@ import {
   workloadHeader,
   workloadRows,
 } from './format.js';
+import {
+  clusterOf,
+  clusterRoundTrips,
+  clusterTable,
+  clusterTitle,
+  REDIS_APPEND_HEADER,
+  redisAppendRows,
+} from './redis.js';
 
 function cell(text: string): string {
   return text.replace(/\|/g, '\\|').replace(/\n/g, ' ');
@@ -95,6 +103,13 @@ export function renderMarkdown(results: Results, chartPath: string): string {
     if (isAppend) rows.push(...probeRows(results, workload.id === 'append-concurrent'));
     out.push(workloadTable(rows, workload.unit, { events: isAppend, drift: workload.id === 'append-sequential' }));
   }
+  const appendPath = redisAppendRows(results);
+  if (appendPath.length > 0) {
+    out.push('');
+    out.push('**Redis append path** (medians of this run)');
+    out.push('');
+    out.push(table(REDIS_APPEND_HEADER, appendPath, [false, true, false]));
+  }
   out.push('');
   out.push(
     `**Growth with history**: getSession (${sizes.recentEvents} recent) time at ${sizes.largeHistory?.toLocaleString('en-US')} events ÷ at ${sizes.smallHistory?.toLocaleString('en-US')} events (1.0 is flat)`,
@@ -112,6 +127,25 @@ export function renderMarkdown(results: Results, chartPath: string): string {
   out.push('');
   out.push(table(MEMORY_HEADER, memoryRows(results), [false, true, true, true, true]));
   out.push('');
+  const cluster = clusterOf(results);
+  if (cluster) {
+    out.push(`**${clusterTitle(results)}**`);
+    out.push('');
+    if (cluster.error) out.push(`Failed: ${cluster.error}`, '');
+    if (cluster.phases.length > 0) {
+      const { header, rows } = clusterTable(cluster);
+      out.push(
+        table(
+          header,
+          rows,
+          header.map((_, index) => index > 0),
+        ),
+      );
+      out.push('');
+    }
+    out.push(`${clusterRoundTrips(cluster).replace(/^r/, 'R')}.`);
+    out.push('');
+  }
   out.push('#### How it is measured');
   out.push('');
   out.push(
@@ -132,6 +166,13 @@ export function renderMarkdown(results: Results, chartPath: string): string {
   );
   out.push(
     "- Round trips are counted where they happen: Redis by `MONITOR` on the server, MongoDB by the driver's command monitoring, Firestore by the client's RPC calls, SQL by MikroORM's query log (every statement, `begin` and `commit` included). In-process services make none.",
+  );
+  out.push(
+    '- Redis append path: "raw script" is a Lua script of three writing commands (a hash field, a string, a sorted-set member) sent with `EVALSHA` by the same client, one at a time and from ' +
+      `${results.options.rawConcurrency} callers: the ceiling of a one-script append from this client. Client CPU is \`process.cpuUsage()\` (user + system, the whole bench process) over each sequential append sample ÷ its events.`,
+  );
+  out.push(
+    "- Workload 8: the bench's own cluster of masters (no replicas, no persistence); commands per master are the difference of `INFO commandstats` over each phase (requests and the commands scripts ran inside the server alike; the bench's and the client's housekeeping commands left out); keys by `DBSIZE` after both phases; round trips by `MONITOR` on every master, as in workload 6.",
   );
   out.push(
     "- Memory: `node --expose-gc`, `heapUsed` after forced collections, before and after storing the events in a new service, with the caller's own copies dropped.",

@@ -18,6 +18,14 @@ import {
   workloadHeader,
   workloadRows,
 } from './format.js';
+import {
+  clusterOf,
+  clusterRoundTrips,
+  clusterTable,
+  clusterTitle,
+  REDIS_APPEND_HEADER,
+  redisAppendRows,
+} from './redis.js';
 
 type Align = 'left' | 'right';
 
@@ -79,6 +87,13 @@ export function renderTable(results: Results): string {
     out.push(workloadTable(rows, workload.unit, { events: isAppend, drift: workload.id === 'append-sequential' }));
   }
 
+  const appendPath = redisAppendRows(results);
+  if (appendPath.length > 0) {
+    out.push('');
+    out.push('Redis append path, this run (medians)');
+    out.push(textTable(REDIS_APPEND_HEADER, appendPath, ['left', 'right', 'left']));
+  }
+
   out.push('');
   out.push('3. growth with history: getSession (recent) time at the long history ÷ at the short one  [1.0 is flat]');
   out.push(textTable(['target', 'ratio'], growthRows(results), ['left', 'right']));
@@ -98,6 +113,24 @@ export function renderTable(results: Results): string {
     `7. memory: heap bytes per stored event (after GC, ${results.options.sizes.memoryEvents?.toLocaleString('en-US')} events) against the event's JSON size`,
   );
   out.push(textTable(MEMORY_HEADER, memoryRows(results), ['left', 'right', 'right', 'right', 'right']));
+
+  const cluster = clusterOf(results);
+  if (cluster) {
+    out.push('');
+    out.push(clusterTitle(results) as string);
+    if (cluster.error) out.push(`  failed: ${cluster.error}`);
+    if (cluster.phases.length > 0) {
+      const { header, rows } = clusterTable(cluster);
+      out.push(
+        textTable(
+          header,
+          rows,
+          header.map((_, index): Align => (index === 0 ? 'left' : 'right')),
+        ),
+      );
+    }
+    out.push(`  ${clusterRoundTrips(cluster)}`);
+  }
 
   out.push('');
   out.push('targets');

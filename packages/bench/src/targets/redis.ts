@@ -16,8 +16,30 @@ export const redisStore = defineTarget<RedisBackend>({
     const connectionName = `adk-state-bench-${randomUUID()}`;
     const client = new Redis(backend.url, { connectionName });
     const service = new RedisSessionService({ client, keyPrefix: 'bench:' });
+    const clusterState = backend.cluster;
     return {
       service,
+      cluster: async (sizes) => {
+        if (!('nodes' in clusterState)) {
+          return {
+            masters: 0,
+            users: 0,
+            shards: 0,
+            phases: [],
+            keys: {},
+            keysBusiestOverAverage: 0,
+            roundTrips: {},
+            error: `no cluster: ${clusterState.error}`,
+          };
+        }
+        const { runRedisCluster } = await import('../redis-cluster.js');
+        return runRedisCluster({
+          nodes: clusterState.nodes,
+          users: sizes.clusterUsers,
+          appends: sizes.clusterAppends,
+          concurrency: sizes.concurrentSessions,
+        });
+      },
       roundTrips: {
         unit: 'commands received by redis-server (MONITOR)',
         service,

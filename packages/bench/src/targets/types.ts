@@ -4,6 +4,7 @@
  * `registry.ts`, plus a {@link BackendSpec} when it needs a new server.
  */
 import type { BaseSessionService, Event } from '@google/adk';
+import type { ClusterResult } from '../results.js';
 
 /** `store`: an adk-state store. `peer`: one of `@google/adk`'s own session services. */
 export type TargetKind = 'store' | 'peer';
@@ -82,6 +83,13 @@ export function adapterSeeder<S>(seeding: SeedingModule<S>, store: unknown): See
   };
 }
 
+/** The sizes of the scale-out workload (see `options.ts`). */
+export interface ClusterSizes {
+  clusterUsers: number;
+  clusterAppends: number;
+  concurrentSessions: number;
+}
+
 /** A target ready to be measured. */
 export interface OpenTarget {
   service: BaseSessionService;
@@ -90,6 +98,8 @@ export interface OpenTarget {
   /** Round trips per operation; absent when they cannot be counted. In-process targets make none. */
   roundTrips?: RoundTripCounter | 'in-process';
   seed?: Seeder;
+  /** The scale-out workload on a cluster, when the target has one (run once, not timed). */
+  cluster?: (sizes: ClusterSizes) => Promise<ClusterResult>;
   /** Extra facts printed with the results (settings of this target). */
   details?: string;
   close(): Promise<void>;
