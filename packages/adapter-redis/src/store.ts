@@ -96,6 +96,9 @@ export const SCRIPT_SHAS: Readonly<Record<string, string>> = Object.fromEntries(
 /** How many sessions the store remembers as "pending app deltas applied up to revision n", to clear on its next call. */
 const APPLIED_MEMORY = 10_000;
 
+/** How many sessions' keys {@link RedisStore} keeps at hand. */
+const KEY_CACHE_SIZE = 1_024;
+
 type Pending = string[];
 
 export class RedisStore implements SessionStore {
@@ -104,6 +107,8 @@ export class RedisStore implements SessionStore {
   readonly #prefix: string;
   readonly #ttl: number;
   readonly #shards: number;
+  /** Recently used sessions' keys (insertion order; the oldest goes first when full). */
+  readonly #keyCache = new Map<string, SessionKeys>();
   readonly #cluster: boolean;
   readonly #release: (() => Promise<void>) | undefined;
   /** Pending hash key -> the revision up to which its app deltas are known applied (this store applied them). */
@@ -526,8 +531,21 @@ export class RedisStore implements SessionStore {
     return runScript((command, commandArgs) => this.#connection.send(step, command, commandArgs), target, keys, args);
   }
 
+  /**
+   * The keys of a session, from a small cache of the sessions used last:
+   * an agent appends to the same session turn after turn, and building the
+   * keys (encoding, shard hash, eight key strings) is work on every call.
+   */
   #keys(key: SessionKey): SessionKeys {
-    return sessionKeys(this.#prefix, key.appName, key.userId, key.sessionId, this.#shards);
+    // Lengths first, so that no two different (app, user, session) triples share a cache key.
+    const id = `${key.appName.length}:${key.userId.length}:${key.appName}${key.userId}${key.sessionId}`;
+    let keys = this.#keyCache.get(id);
+    if (keys === undefined) {
+      keys = Object.freeze(sessionKeys(this.#prefix, key.appName, key.userId, key.sessionId, this.#shards));
+      if (this.#keyCache.size >= KEY_CACHE_SIZE) this.#keyCache.delete(this.#keyCache.keys().next().value as string);
+      this.#keyCache.set(id, keys);
+    }
+    return keys;
   }
 }
 
