@@ -128,6 +128,11 @@ export function evaluateChecks(results: Results): Check[] {
         const parts = [
           `An append with an app: key is ${trips ?? '?'} round trip(s) (one script in the user's slot, one in the app's), a PING one; besides the waiting, the difference is work: the scripts on the server (revision check, event, state buckets, indexes) and core's validation and encoding in this process.`,
         ];
+        if (trips !== undefined && trips > 1) {
+          parts.push(
+            `Workload 1's every event carries an app: key, so its appends cannot pass ${formatRatio(1 / trips)} the PING rate in this layout; an append without app: keys is one round trip (workload 8 counts both).`,
+          );
+        }
         if (cpu !== undefined && ping !== undefined) {
           parts.push(
             `This process spends ${formatMs(cpu / 1000)} of CPU per append, ${formatRatio((cpu / 1e6) * ping)} of a PING's whole round trip (${formatMs(1000 / ping)}).`,
