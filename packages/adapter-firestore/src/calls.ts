@@ -19,7 +19,7 @@
  * and should finish even after the call has given up.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
-import type { StoreCall } from '@adk-state/core';
+import type { StoreCall } from '@adk-state/core/store';
 
 const scope = new AsyncLocalStorage<StoreCall>();
 const attached = new WeakSet<object>();

@@ -10,6 +10,7 @@
  * strings never share one.
  */
 import { createHash } from 'node:crypto';
+import { utf16OrderKey } from '@adk-state/core/store';
 
 /** Escaped names longer than this are hashed (well under Firestore's 1,500 bytes, to keep paths short). */
 export const MAX_PLAIN_NAME = 400;
@@ -69,21 +70,6 @@ export function keyOfField(name: string): string {
 }
 
 /**
- * A string whose UTF-8 byte order (Firestore's string order) is the UTF-16
- * code-unit order of `text` (JavaScript's `<`, which the listing order uses).
- * Code units below U+D800 are kept; the rest move, in order, above U+FFFF.
- * Most ids are returned unchanged.
- */
-export function orderKey(text: string): string {
-  let out = '';
-  for (let index = 0; index < text.length; index++) {
-    const unit = text.charCodeAt(index);
-    out += unit < 0xd800 ? (text[index] as string) : String.fromCodePoint(0x10000 + unit);
-  }
-  return out;
-}
-
-/**
  * The longest `idOrder` value stored, in UTF-8 bytes: below Firestore's
  * 1,500-byte limit for indexed values, so the index never truncates it. A
  * longer session id keeps a prefix of its order key (prefixes keep the
@@ -91,9 +77,9 @@ export function orderKey(text: string): string {
  */
 export const MAX_ORDER_KEY_BYTES = 1_024;
 
-/** {@link orderKey} cut to at most {@link MAX_ORDER_KEY_BYTES} UTF-8 bytes, on a code point boundary. */
+/** `utf16OrderKey` (of `@adk-state/core/store`) cut to at most {@link MAX_ORDER_KEY_BYTES} UTF-8 bytes, on a code point boundary. */
 export function idOrder(id: string): string {
-  const key = orderKey(id);
+  const key = utf16OrderKey(id);
   if (key.length * 3 <= MAX_ORDER_KEY_BYTES) return key;
   let bytes = 0;
   let end = 0;

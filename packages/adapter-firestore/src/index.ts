@@ -7,7 +7,13 @@ import { StateSessionService, type StateSessionServiceOptions } from '@adk-state
 import { FirestoreStore, type FirestoreStoreOptions } from './store.js';
 
 export { DocumentTooLargeError, MAX_DOCUMENT_BYTES } from './limits.js';
-export { DEFAULT_ROOT_COLLECTION, DEFAULT_TTL_FIELD, FirestoreStore, type FirestoreStoreOptions } from './store.js';
+export {
+  DEFAULT_ROOT_COLLECTION,
+  DEFAULT_TTL_FIELD,
+  FirestoreStore,
+  type FirestoreStoreOptions,
+  MAX_SESSION_TTL_SECONDS,
+} from './store.js';
 
 /** Options of {@link FirestoreSessionService}: the store's and the service's. */
 export interface FirestoreSessionServiceOptions extends FirestoreStoreOptions, StateSessionServiceOptions {}

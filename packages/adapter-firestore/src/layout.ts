@@ -13,7 +13,7 @@
  * keeps the original strings in fields, as {@link storeText} stores them
  * (bytes for a string that is not well-formed UTF-16).
  */
-import type { Bucket, SessionKey } from '@adk-state/core';
+import type { Bucket, SessionKey } from '@adk-state/core/store';
 import type { CollectionReference, DocumentReference, Firestore } from '@google-cloud/firestore';
 import { documentId, fieldName, isHashedField, keyOfField, readText, type StoredText, storeText } from './encoding.js';
 

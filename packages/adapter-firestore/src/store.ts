@@ -26,18 +26,16 @@
  * any copy of the client (for example the one inside `firebase-admin`) works.
  */
 import { randomUUID } from 'node:crypto';
+import { BackendError, InvalidArgumentError, isAdkStateError } from '@adk-state/core';
 import {
   type AppendInput,
   type AppendResult,
   assertPositiveNumber,
-  BackendError,
   type Bucket,
   type CreateInput,
   type CreateResult,
   compareSessions,
   type EventFilter,
-  InvalidArgumentError,
-  isAdkStateError,
   type ListQuery,
   type ListResult,
   type LoadResult,
@@ -46,7 +44,7 @@ import {
   type SessionStore,
   type StoreCall,
   type StoredEvent,
-} from '@adk-state/core';
+} from '@adk-state/core/store';
 import type {
   DocumentReference,
   DocumentSnapshot,
@@ -86,10 +84,12 @@ export interface FirestoreStoreOptions {
    */
   rootCollection?: string;
   /**
-   * When set, every create and append stamps the session document with
-   * `now + sessionTtlMs` in {@link ttlField}, for a Firestore TTL policy.
+   * Idle time to live, in seconds: every create and append stamps the session
+   * document with `now + expireAfterIdleSeconds` in {@link ttlField}, for a
+   * Firestore TTL policy, so a session expires once it has not been written
+   * for this long.
    */
-  sessionTtlMs?: number;
+  expireAfterIdleSeconds?: number;
   /** The field that carries the expiry time. Default `expireAt`. */
   ttlField?: string;
   /** Attempts of a read-write transaction under contention. Default 10, at most 100. */
@@ -114,10 +114,10 @@ const MAX_CREATE_ROUNDS = 5;
 const MAX_QUERY_LIMIT = 2 ** 31 - 1;
 
 /**
- * The longest `sessionTtlMs`: 1,000 years, so that `now + sessionTtlMs` stays
- * far below the last instant a Firestore timestamp can hold (year 9999).
+ * The longest `expireAfterIdleSeconds`: 1,000 years, so that the expiry time
+ * stays far below the last instant a Firestore timestamp can hold (year 9999).
  */
-const MAX_TTL_MS = 1_000 * 365.25 * 24 * 3_600 * 1_000;
+export const MAX_SESSION_TTL_SECONDS = 1_000 * 365.25 * 24 * 3_600;
 
 const MAX_TRANSACTION_ATTEMPTS = 100;
 
@@ -198,8 +198,15 @@ export class FirestoreStore implements SessionStore {
         'FirestoreStore needs { firestore }: a Firestore instance from @google-cloud/firestore',
       );
     }
-    const { sessionTtlMs, ttlField = DEFAULT_TTL_FIELD, maxTransactionAttempts = 10, now = Date.now } = options;
-    if (sessionTtlMs !== undefined) assertPositiveNumber('sessionTtlMs', sessionTtlMs, { max: MAX_TTL_MS });
+    const {
+      expireAfterIdleSeconds,
+      ttlField = DEFAULT_TTL_FIELD,
+      maxTransactionAttempts = 10,
+      now = Date.now,
+    } = options;
+    if (expireAfterIdleSeconds !== undefined) {
+      assertPositiveNumber('expireAfterIdleSeconds', expireAfterIdleSeconds, { max: MAX_SESSION_TTL_SECONDS });
+    }
     if (
       typeof ttlField !== 'string' ||
       !/^[A-Za-z_][A-Za-z0-9_]*$/.test(ttlField) ||
@@ -219,7 +226,7 @@ export class FirestoreStore implements SessionStore {
     this.firestore = options.firestore;
     this.rootCollection = checkRootCollection(options.rootCollection ?? DEFAULT_ROOT_COLLECTION);
     this.#layout = new Layout(options.firestore, this.rootCollection);
-    this.#ttlMs = sessionTtlMs;
+    this.#ttlMs = expireAfterIdleSeconds === undefined ? undefined : expireAfterIdleSeconds * 1_000;
     this.#ttlField = ttlField;
     this.#maxAttempts = maxTransactionAttempts;
     this.#now = now;

@@ -1,13 +1,6 @@
+import { utf16OrderKey } from '@adk-state/core/store';
 import { describe, expect, it } from 'vitest';
-import {
-  documentId,
-  fieldName,
-  isHashedField,
-  keyOfField,
-  MAX_PLAIN_NAME,
-  numberKey,
-  orderKey,
-} from '../src/encoding.js';
+import { documentId, fieldName, isHashedField, keyOfField, MAX_PLAIN_NAME, numberKey } from '../src/encoding.js';
 
 const AWKWARD = [
   'a',
@@ -115,12 +108,13 @@ describe('order keys', () => {
   it("sort in Firestore's byte order exactly as JavaScript sorts the ids", () => {
     const samples = [...AWKWARD, 'a\ud7ff', 'a\ue000', 'a\u{1f680}', 'ab', 'a', '\u{10ffff}', '\ue000'];
     for (const a of samples) {
-      for (const b of samples) expect(utf8Compare(orderKey(a), orderKey(b)), `${a} / ${b}`).toBe(jsCompare(a, b));
+      for (const b of samples)
+        expect(utf8Compare(utf16OrderKey(a), utf16OrderKey(b)), `${a} / ${b}`).toBe(jsCompare(a, b));
     }
   });
 
   it('leave ordinary ids unchanged', () => {
-    expect(orderKey('session-1 ünï©ødé')).toBe('session-1 ünï©ødé');
+    expect(utf16OrderKey('session-1 ünï©ødé')).toBe('session-1 ünï©ødé');
   });
 });
 

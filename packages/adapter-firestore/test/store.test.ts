@@ -4,7 +4,8 @@
  * the event filters against the core's reference implementation.
  */
 import { randomUUID } from 'node:crypto';
-import { InvalidArgumentError, selectEvents } from '@adk-state/core';
+import { InvalidArgumentError } from '@adk-state/core';
+import { selectEvents } from '@adk-state/core/store';
 import { createEvent, type Event, type Session } from '@google/adk';
 import type { Firestore } from '@google-cloud/firestore';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -148,9 +149,9 @@ describe('the 1 MiB document limit', () => {
 });
 
 describe('session time-to-live', () => {
-  it('stamps the session document with now + sessionTtlMs on create and on every append', async () => {
+  it('stamps the session document with now + expireAfterIdleSeconds on create and on every append', async () => {
     let now = 1_800_000_000_000;
-    const sessions = service({ sessionTtlMs: 60_000, now: () => now });
+    const sessions = service({ expireAfterIdleSeconds: 60, now: () => now });
     const appName = app();
     const session = await sessions.createSession({ appName, userId: 'u', sessionId: 's' });
     const head = () =>
@@ -161,9 +162,9 @@ describe('session time-to-live', () => {
     expect((await head()).get('expireAt').toMillis()).toBe(1_800_000_065_000);
   });
 
-  it('uses the ttlField given, and writes no expiry without sessionTtlMs', async () => {
+  it('uses the ttlField given, and writes no expiry without expireAfterIdleSeconds', async () => {
     const appName = app();
-    await service({ sessionTtlMs: 1_000, ttlField: 'deleteAfter' }).createSession({
+    await service({ expireAfterIdleSeconds: 1, ttlField: 'deleteAfter' }).createSession({
       appName,
       userId: 'u',
       sessionId: 'a',
@@ -179,12 +180,12 @@ describe('session time-to-live', () => {
 
   it('rejects options it cannot honour with InvalidArgumentError', () => {
     const refused: Array<Partial<FirestoreSessionServiceOptions>> = [
-      { sessionTtlMs: -1 },
-      { sessionTtlMs: 0 },
-      { sessionTtlMs: Number.NaN },
-      { sessionTtlMs: 1e16 },
-      { sessionTtlMs: '60000' as unknown as number },
-      { sessionTtlMs: 1, ttlField: 'state' },
+      { expireAfterIdleSeconds: -1 },
+      { expireAfterIdleSeconds: 0 },
+      { expireAfterIdleSeconds: Number.NaN },
+      { expireAfterIdleSeconds: 1e16 },
+      { expireAfterIdleSeconds: '60' as unknown as number },
+      { expireAfterIdleSeconds: 1, ttlField: 'state' },
       { ttlField: 'userKey' },
       { ttlField: 'a.b' },
       { ttlField: 7 as unknown as string },
@@ -197,7 +198,7 @@ describe('session time-to-live', () => {
       expect(() => service(options), JSON.stringify(options)).toThrow(InvalidArgumentError);
     }
     expect(() => new FirestoreSessionService({} as FirestoreSessionServiceOptions)).toThrow(InvalidArgumentError);
-    expect(service({ sessionTtlMs: 30 * 24 * 3_600_000, maxTransactionAttempts: 100 })).toBeDefined();
+    expect(service({ expireAfterIdleSeconds: 30 * 24 * 3_600, maxTransactionAttempts: 100 })).toBeDefined();
   });
 });
 

@@ -8,7 +8,8 @@
  * layout fails loudly instead of seeding the wrong data.
  */
 import { randomUUID } from 'node:crypto';
-import { encodeEvent, mergeInto, type SessionKey, StateSessionService, splitState } from '@adk-state/core';
+import { StateSessionService } from '@adk-state/core';
+import { encodeEvent, mergeInto, type SessionKey, splitState } from '@adk-state/core/store';
 import type { Event } from '@google/adk';
 import type { DocumentData, WriteBatch } from '@google-cloud/firestore';
 import { documentId, idOrder, numberKey, storeText } from '../../src/encoding.js';
