@@ -1,6 +1,7 @@
 import { createEvent, type Session } from '@google/adk';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { BackendError, type SessionStore, StateSessionService, type StoreCall } from '../src/index.js';
+import { BackendError, StateSessionService } from '../src/index.js';
+import type { SessionStore, StoreCall } from '../src/store-kit.js';
 
 /** A store whose every method hands its call to `answer`, which decides how it ends. */
 function storeAnswering(answer: (method: string, call: StoreCall | undefined) => Promise<unknown>): SessionStore {

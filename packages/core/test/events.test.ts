@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { selectEvents } from '../src/index.js';
+import { selectEvents } from '../src/store-kit.js';
 
 const log = [5, 1, 7, 8, 3, 9].map((timestamp, i) => ({ id: `e${i}`, timestamp }));
 const ids = (events: Array<{ id: string }>) => events.map((e) => e.id);

@@ -1,7 +1,7 @@
 import { InMemorySessionService, type ListSessionsRequest } from '@google/adk';
 import { describe, expect, it } from 'vitest';
-import { compareSessions, pageInfo, toListQuery } from '../src/index.js';
-import { utf16OrderKey } from '../src/store-kit.js';
+import { pageInfo, toListQuery } from '../src/listing.js';
+import { compareSessions, utf16OrderKey } from '../src/store-kit.js';
 
 /** Applies a store query to an ordered list of ids, as any store must. */
 function window(ids: string[], request: ListSessionsRequest): string[] {

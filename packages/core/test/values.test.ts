@@ -1,14 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import {
-  assertJsonValue,
-  assertPositiveNumber,
-  combineState,
-  findNonJson,
-  InvalidArgumentError,
-  MAX_VALUE_DEPTH,
-  StateValueError,
-  splitState,
-} from '../src/index.js';
+import { InvalidArgumentError, MAX_VALUE_DEPTH, StateValueError } from '../src/index.js';
+import { combineState } from '../src/scopes.js';
+import { assertJsonValue, assertPositiveNumber, findNonJson, splitState } from '../src/store-kit.js';
 
 function rejection(value: unknown): { path: string; message: string } {
   try {
