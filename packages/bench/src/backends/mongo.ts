@@ -5,7 +5,7 @@
  * one command and the commit) and once as MongoDB 7.0 (a command per
  * collection), so the bench shows both paths of the adapter.
  */
-import { fileURLToPath } from 'node:url';
+import { createRequire } from 'node:module';
 import { MongoClient } from 'mongodb';
 import type { BackendSpec, RunningBackend } from '../targets/types.js';
 import { startChildServer } from './child.js';
@@ -15,7 +15,7 @@ export interface MongoBackend extends RunningBackend {
   url: string;
 }
 
-const CLI = fileURLToPath(import.meta.resolve('@adk-state/mongo-standin/cli'));
+const CLI = createRequire(import.meta.url).resolve('@adk-state/mongo-standin/cli');
 
 function standInBackend(id: string, serverVersion: '7.0' | '8.0'): BackendSpec<MongoBackend> {
   return {
