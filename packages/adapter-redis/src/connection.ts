@@ -16,7 +16,8 @@
  * still queued when the call was abandoned (ioredis has no way to withdraw it,
  * so it may be sent once the connection is back).
  */
-import { BackendError, type StoreCall } from '@adk-state/core';
+import { BackendError } from '@adk-state/core';
+import type { StoreCall } from '@adk-state/core/store';
 
 /** The subset of an ioredis `Redis` or `Cluster` client (5.x or 6.x) that the store uses. */
 export interface CommandClient {

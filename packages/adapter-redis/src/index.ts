@@ -3,12 +3,8 @@
  * Redis Cluster, on `ioredis`. Every operation is one server-side script:
  * one round trip, atomic.
  */
-import {
-  assertPositiveNumber,
-  InvalidArgumentError,
-  StateSessionService,
-  type StateSessionServiceOptions,
-} from '@adk-state/core';
+import { InvalidArgumentError, StateSessionService, type StateSessionServiceOptions } from '@adk-state/core';
+import { assertPositiveNumber } from '@adk-state/core/store';
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
 import * as ioredis from 'ioredis';
 import type { CommandClient } from './connection.js';
@@ -29,7 +25,7 @@ const RedisClass = (ioredis as unknown as { default: typeof Redis }).default;
 export const DEFAULT_KEY_PREFIX = 'adk-state:';
 
 /**
- * The longest `sessionTtlSeconds` accepted: 2^31 - 1 seconds (about 68
+ * The longest `expireAfterIdleSeconds` accepted: 2^31 - 1 seconds (about 68
  * years). Redis keeps expiry times as signed 64-bit milliseconds, and the
  * scripts compute them in Lua numbers (doubles); this bound keeps both exact.
  */
@@ -76,23 +72,34 @@ export const URL_CLIENT_DEFAULTS: Readonly<RedisOptions> = Object.freeze({
 });
 
 /** Options of {@link RedisSessionService}: where to connect, how to name keys, and core's options. */
-export interface RedisSessionServiceOptions extends StateSessionServiceOptions {
-  /**
-   * An existing `ioredis` client (`Redis` or `Cluster`). The service never
-   * closes it. Give either `client` or `url`.
-   */
-  client?: Redis | Cluster;
-  /**
-   * A `redis://` or `rediss://` URL (a single server); the service creates the
-   * client and `close()` quits it.
-   */
-  url?: string;
-  /**
-   * ioredis options for the client made from `url`, spread over
-   * {@link URL_CLIENT_DEFAULTS} (so any default can be changed here). Only
-   * with `url`: a client passed in is used exactly as it was configured.
-   */
-  clientOptions?: RedisOptions;
+/** Where the service connects: exactly one of a client the application owns, or a URL. */
+export type RedisConnection =
+  | {
+      /** An existing `ioredis` client (`Redis` or `Cluster`). The service never closes it. */
+      client: Redis | Cluster;
+      url?: never;
+      clientOptions?: never;
+    }
+  | {
+      client?: never;
+      /**
+       * A `redis://` or `rediss://` URL (a single server); the service creates the
+       * client and `close()` quits it.
+       */
+      url: string;
+      /**
+       * ioredis options for the client made from `url`, spread over
+       * {@link URL_CLIENT_DEFAULTS} (so any default can be changed here). Only
+       * with `url`: a client passed in is used exactly as it was configured.
+       */
+      clientOptions?: RedisOptions;
+    };
+
+/** Options of {@link RedisSessionService}: the connection, the key layout and core's options. */
+export type RedisSessionServiceOptions = RedisConnection & RedisLayoutOptions & StateSessionServiceOptions;
+
+/** How keys are named and kept. */
+export interface RedisLayoutOptions {
   /**
    * Put in front of every key, so several apps, environments or test runs
    * share one server. Default `'adk-state:'`. Must not contain `{` or `}`.
@@ -103,8 +110,10 @@ export interface RedisSessionServiceOptions extends StateSessionServiceOptions {
    * is neither created nor appended to for this long disappears (user and
    * app state stay). Default: none. A number greater than 0, fractions
    * allowed (kept to the millisecond), at most {@link MAX_SESSION_TTL_SECONDS}.
+   * The name says the clock: every adk-state store calls an idle time to live
+   * `expireAfterIdleSeconds` and one counted from creation `expireAfterCreateSeconds`.
    */
-  sessionTtlSeconds?: number;
+  expireAfterIdleSeconds?: number;
   /**
    * How many hash slots the users of one app are spread over: the keys of a
    * user live under the tag `{<app>#<k>}`, k = FNV-1a(userId) mod `shards`,
@@ -130,7 +139,7 @@ export class RedisSessionService extends StateSessionService {
       url,
       clientOptions,
       keyPrefix = DEFAULT_KEY_PREFIX,
-      sessionTtlSeconds,
+      expireAfterIdleSeconds,
       shards = DEFAULT_SHARDS,
       ...serviceOptions
     } = options;
@@ -150,7 +159,7 @@ export class RedisSessionService extends StateSessionService {
       }
     }
     assertKeyPrefix(keyPrefix);
-    const ttlMs = toTtlMs(sessionTtlSeconds);
+    const ttlMs = toTtlMs(expireAfterIdleSeconds);
     if (typeof shards !== 'number' || !Number.isInteger(shards) || shards < 1 || shards > MAX_SHARDS) {
       throw new InvalidArgumentError('shards', `must be an integer from 1 to ${MAX_SHARDS}, got ${String(shards)}`);
     }
@@ -181,7 +190,7 @@ export class RedisSessionService extends StateSessionService {
 
 function toTtlMs(seconds: number | undefined): number {
   if (seconds === undefined) return 0;
-  assertPositiveNumber('sessionTtlSeconds', seconds, { max: MAX_SESSION_TTL_SECONDS });
+  assertPositiveNumber('expireAfterIdleSeconds', seconds, { max: MAX_SESSION_TTL_SECONDS });
   return Math.max(1, Math.ceil(seconds * 1000));
 }
 

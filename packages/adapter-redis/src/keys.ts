@@ -44,6 +44,8 @@ const NEEDS_DECODING = /[\u0001\uD800-\uFFFF]/;
  * U+0002..U+D7FF stay as they are; U+D800..U+FFFF (surrogates and the code
  * units above them) become the code point c + 0x800 (U+E000..U+107FF).
  * Strings made only of U+0002..U+D7FF (almost every real id) are unchanged.
+ * Apart from the two escapes (Redis keys hold no U+0000 here), this is core's
+ * `utf16OrderKey` (`@adk-state/core/store`), the order key every store uses.
  */
 export function encodeText(text: string): string {
   if (!NEEDS_ENCODING.test(text)) return text;

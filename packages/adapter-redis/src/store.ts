@@ -6,6 +6,7 @@
  */
 
 import { setMaxListeners } from 'node:events';
+import { BackendError } from '@adk-state/core';
 import type {
   AppendInput,
   AppendResult,
@@ -23,8 +24,7 @@ import type {
   SessionStore,
   StoreCall,
   StoredEvent,
-} from '@adk-state/core';
-import { BackendError } from '@adk-state/core';
+} from '@adk-state/core/store';
 import { type CommandClient, Connection } from './connection.js';
 import {
   type AppKeys,

@@ -174,8 +174,8 @@ describe('key layout', () => {
   it('refuses a key prefix with braces, and a client whose own keyPrefix has braces', () => {
     expect(() => new RedisSessionService({ url: 'redis://127.0.0.1:1', keyPrefix: 'a{b}' })).toThrow(/keyPrefix/);
     expect(() => new RedisSessionService({ url: 'redis://127.0.0.1:1', keyPrefix: '}' })).toThrow(/keyPrefix/);
-    expect(() => new RedisSessionService({ url: 'redis://127.0.0.1:1', sessionTtlSeconds: 0 })).toThrow(
-      /sessionTtlSeconds/,
+    expect(() => new RedisSessionService({ url: 'redis://127.0.0.1:1', expireAfterIdleSeconds: 0 })).toThrow(
+      /expireAfterIdleSeconds/,
     );
     expect(() => new RedisSessionService({} as never)).toThrow(/client/);
   });

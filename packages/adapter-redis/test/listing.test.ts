@@ -4,7 +4,7 @@
  * units), in both orders and across page boundaries.
  */
 import { randomUUID } from 'node:crypto';
-import { compareSessions } from '@adk-state/core';
+import { compareSessions } from '@adk-state/core/store';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisSessionService } from '../src/index.js';

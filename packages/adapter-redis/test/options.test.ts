@@ -32,9 +32,9 @@ describe('option checks', () => {
     MAX_SESSION_TTL_SECONDS + 1,
     '60',
     null,
-  ])('refuses sessionTtlSeconds %s with InvalidArgumentError', (value) => {
-    expect(() => new RedisSessionService({ client, sessionTtlSeconds: value as number })).toThrow(
-      expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/sessionTtlSeconds/) }),
+  ])('refuses expireAfterIdleSeconds %s with InvalidArgumentError', (value) => {
+    expect(() => new RedisSessionService({ client, expireAfterIdleSeconds: value as number })).toThrow(
+      expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/expireAfterIdleSeconds/) }),
     );
   });
 
@@ -42,7 +42,7 @@ describe('option checks', () => {
     expect(MAX_SESSION_TTL_SECONDS).toBe(2 ** 31 - 1);
     const keyPrefix = `${inject('testPrefix')}-${randomUUID()}:`;
     const appName = 'app';
-    const longest = new RedisSessionService({ client, keyPrefix, sessionTtlSeconds: MAX_SESSION_TTL_SECONDS });
+    const longest = new RedisSessionService({ client, keyPrefix, expireAfterIdleSeconds: MAX_SESSION_TTL_SECONDS });
     await longest.createSession({ appName, userId: 'u', sessionId: 'long', state: { a: 1 } });
     expect((await longest.getSession({ appName, userId: 'u', sessionId: 'long' }))?.state).toEqual({ a: 1 });
     const [sessionKey] = await client.keys(`${keyPrefix}*:s:*long`);
@@ -50,7 +50,7 @@ describe('option checks', () => {
     expect(ttlSeconds).toBeGreaterThan(MAX_SESSION_TTL_SECONDS - 60);
     expect(ttlSeconds).toBeLessThanOrEqual(MAX_SESSION_TTL_SECONDS);
 
-    const brief = new RedisSessionService({ client, keyPrefix, sessionTtlSeconds: 0.5 });
+    const brief = new RedisSessionService({ client, keyPrefix, expireAfterIdleSeconds: 0.5 });
     await brief.createSession({ appName, userId: 'u', sessionId: 'brief' });
     const [briefKey] = await client.keys(`${keyPrefix}*:s:*brief`);
     const ttlMs = await client.pttl(briefKey as string);
@@ -59,6 +59,7 @@ describe('option checks', () => {
   });
 
   it('refuses clientOptions next to a client, or that are not an object', () => {
+    // @ts-expect-error the types refuse it too; JavaScript callers meet the runtime check
     expect(() => new RedisSessionService({ client, clientOptions: { connectTimeout: 1 } })).toThrow(
       expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/clientOptions/) }),
     );

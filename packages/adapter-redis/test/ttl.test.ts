@@ -1,5 +1,5 @@
 /**
- * Optional idle expiry: with `sessionTtlSeconds`, a session and its events
+ * Optional idle expiry: with `expireAfterIdleSeconds`, a session and its events
  * expire that long after their last create or append; user and app state
  * stay, and the listing indexes forget the expired session.
  */
@@ -30,7 +30,7 @@ describe('session time to live', () => {
   }
 
   it('gives the session, its log and its id map one expiry, moved forward by each append; buckets never expire', async () => {
-    const service = new RedisSessionService({ client, keyPrefix, sessionTtlSeconds: 3600 });
+    const service = new RedisSessionService({ client, keyPrefix, expireAfterIdleSeconds: 3600 });
     const appName = `app-${randomUUID()}`;
     const keys = sessionKeys(keyPrefix, appName, 'u1', 's1', DEFAULT_SHARDS);
     const before = await serverTime();
@@ -58,8 +58,8 @@ describe('session time to live', () => {
   });
 
   it('an idle session expires with its events; user and app state stay; listings forget it', async () => {
-    const short = new RedisSessionService({ client, keyPrefix, sessionTtlSeconds: 0.3 });
-    const long = new RedisSessionService({ client, keyPrefix, sessionTtlSeconds: 3600 });
+    const short = new RedisSessionService({ client, keyPrefix, expireAfterIdleSeconds: 0.3 });
+    const long = new RedisSessionService({ client, keyPrefix, expireAfterIdleSeconds: 3600 });
     const appName = `app-${randomUUID()}`;
     const idle = await short.createSession({ appName, userId: 'u1', sessionId: 's1', state: { own: 1 } });
     await short.appendEvent({ session: idle, event: event({ n: 1, 'user:kept': true, 'app:kept': true }) });

@@ -6,7 +6,7 @@
  */
 import type { ConformanceTarget } from '@adk-state/conformance-tests';
 import type { Cluster, Redis } from 'ioredis';
-import { RedisSessionService, type RedisSessionServiceOptions } from '../../src/index.js';
+import { type RedisLayoutOptions, RedisSessionService } from '../../src/index.js';
 import type { TargetBackend } from './targets.js';
 
 /** What the target needs of a client: the service is typed against one ioredis, any major has this shape. */
@@ -21,7 +21,7 @@ export function sharedClientTarget<T>(
   keyPrefix: string,
   backend: TargetBackend<T>,
   connect: (started: T) => SharedClient,
-  extra: Partial<RedisSessionServiceOptions> = {},
+  extra: RedisLayoutOptions = {},
 ): ConformanceTarget<RedisSessionService> {
   let client: SharedClient | undefined;
   return {
