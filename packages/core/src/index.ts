@@ -1,15 +1,30 @@
 /**
- * @adk-state/core: the session-state contract of adk-state, its merge
- * semantics, and the `BaseSessionService` that turns any store into a
- * drop-in `sessionService` for the `@google/adk` Runner.
+ * @adk-state/core: `StateSessionService`, the `@google/adk` session service
+ * on any store, with its options, its typed errors and the JSON types. The
+ * kit for writing a store (the `SessionStore` contract and its helpers) is
+ * `@adk-state/core/store`.
+ *
+ * @packageDocumentation
  */
-export * from './errors.js';
-export * from './events.js';
-export * from './listing.js';
-export * from './options.js';
-export * from './requests.js';
-export * from './scopes.js';
-export * from './service.js';
-export type * from './store.js';
-export { type StoreUsage, type TelemetryOptions, TRACER_NAME } from './telemetry.js';
-export * from './values.js';
+export {
+  ADK_STATE_ERROR_CODES,
+  AdkStateError,
+  type AdkStateErrorCode,
+  AlreadyExistsError,
+  BackendError,
+  type BackendErrorOptions,
+  InvalidArgumentError,
+  isAdkStateError,
+  SessionNotFoundError,
+  StaleSessionError,
+  StateValueError,
+} from './errors.js';
+export {
+  DEFAULT_MAX_RELOADS,
+  DEFAULT_TIMEOUT_MS,
+  MAX_TIMEOUT_MS,
+  StateSessionService,
+  type StateSessionServiceOptions,
+} from './service.js';
+export { type TelemetryOptions, TRACER_NAME } from './telemetry.js';
+export { type JsonObject, type JsonValue, MAX_VALUE_DEPTH } from './values.js';
