@@ -8,40 +8,15 @@
 import type { Session } from '@google/adk';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { RedisSessionService } from '../src/index.js';
-import { freePort, testEvent } from './support/index.js';
+import { freePort, type Settled, settleWithin, testEvent } from './support/index.js';
 
 const TIMEOUT_MS = 3_000;
 /** How long a call may take in all: the deadline and a margin for a loaded machine. */
 const LIMIT_MS = 8_000;
 
-interface Failure {
-  name?: string;
-  code?: string;
-  message?: string;
-  mayHaveApplied?: boolean;
-  timedOut?: boolean;
-}
-
 /** Settles `promise` and times it; never waits past `LIMIT_MS`. */
-async function settle(promise: Promise<unknown>): Promise<{ ms: number; error?: Failure; settled: boolean }> {
-  const started = Date.now();
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<'late'>((resolve) => {
-    timer = setTimeout(() => resolve('late'), LIMIT_MS);
-  });
-  try {
-    const outcome = await Promise.race([
-      promise.then(
-        () => ({ error: undefined }),
-        (error: unknown) => ({ error: error as Failure }),
-      ),
-      late,
-    ]);
-    if (outcome === 'late') return { ms: Date.now() - started, settled: false };
-    return { ms: Date.now() - started, settled: true, ...outcome };
-  } finally {
-    clearTimeout(timer);
-  }
+function settle(promise: Promise<unknown>): Promise<Settled> {
+  return settleWithin(promise, LIMIT_MS);
 }
 
 describe('a service made from the url of a closed port', () => {

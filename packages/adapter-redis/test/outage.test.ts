@@ -11,40 +11,23 @@ import type { Session } from '@google/adk';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { RedisSessionService } from '../src/index.js';
-import { hasRedisServer, type RedisServer, startRedisServer, testEvent } from './support/index.js';
+import {
+  hasRedisServer,
+  type RedisServer,
+  type Settled,
+  settleWithin,
+  startRedisServer,
+  testEvent,
+} from './support/index.js';
 
 const available = await hasRedisServer();
 const TIMEOUT_MS = 2_000;
 /** The deadline plus a margin for a loaded machine. */
 const LIMIT_MS = TIMEOUT_MS + 3_000;
 
-interface Failure {
-  name?: string;
-  code?: string;
-  message?: string;
-  mayHaveApplied?: boolean;
-  timedOut?: boolean;
-}
-
-async function failureOf(promise: Promise<unknown>): Promise<{ ms: number; error?: Failure; settled: boolean }> {
-  const started = Date.now();
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<'late'>((resolve) => {
-    timer = setTimeout(() => resolve('late'), LIMIT_MS + 5_000);
-  });
-  try {
-    const outcome = await Promise.race([
-      promise.then(
-        () => ({ error: undefined }),
-        (error: unknown) => ({ error: error as Failure }),
-      ),
-      late,
-    ]);
-    if (outcome === 'late') return { ms: Date.now() - started, settled: false };
-    return { ms: Date.now() - started, settled: true, ...outcome };
-  } finally {
-    clearTimeout(timer);
-  }
+/** Settles `promise` and times it; never waits past `LIMIT_MS` and 5 s more. */
+function failureOf(promise: Promise<unknown>): Promise<Settled> {
+  return settleWithin(promise, LIMIT_MS + 5_000);
 }
 
 async function eventually<T>(attempt: () => Promise<T>): Promise<T> {

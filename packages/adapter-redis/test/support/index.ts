@@ -5,4 +5,5 @@
 export * from './events.js';
 export * from './redis-server.js';
 export * from './round-trips.js';
+export * from './settle.js';
 export * from './targets.js';
