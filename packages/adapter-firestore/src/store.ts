@@ -332,7 +332,7 @@ export class FirestoreStore implements SessionStore {
     const refs = this.#layout.session(key);
     if (filter.limit !== undefined && filter.limit > 0) {
       // The last n events by their ids, kept in the session document: no query, whatever the history's length.
-      const [session, user, app] = await this.firestore.getAll(refs.session, refs.user, refs.app);
+      const [session, user, app] = await this.#readHeadAndBuckets(refs, call);
       if (!session?.exists) return undefined;
       const head = session.data() as SessionDocument;
       checkCall(call);
@@ -625,20 +625,31 @@ export class FirestoreStore implements SessionStore {
     return matches ? (events as EventDocument[]) : undefined;
   }
 
+  /**
+   * The session head and its user and app buckets as they were at one moment:
+   * a batched get gives the moment (its read time), and a read at that fixed
+   * time gives the documents. An append writes the head and the buckets in
+   * one commit, but an emulator may show a commit to plain reads document by
+   * document; a read at a fixed time never shows half of one.
+   */
+  async #readHeadAndBuckets(refs: SessionRefs, call: StoreCall | undefined): Promise<DocumentSnapshot[]> {
+    const docs = await this.firestore.getAll(refs.session, refs.user, refs.app);
+    const at = docs[0]?.readTime;
+    if (!at || !docs[0]?.exists) return docs;
+    checkCall(call);
+    return this.#readAt(at, (tx) => tx.getAll(refs.session, refs.user, refs.app));
+  }
+
   /** Reads in a read-only transaction at the fixed time `at` (no transaction is begun: nothing to roll back). */
   #readAt<T>(at: Timestamp, read: (tx: Transaction) => Promise<T>): Promise<T> {
     return this.firestore.runTransaction(read, { readOnly: true, readTime: at });
   }
 
   /**
-   * Reads documents (one batched get) and a query in parallel, and makes
-   * sure both show one moment: the query's read time `at`. The documents do
-   * when they were read at or after `at` and none of them changed at or
-   * after `at` (every write to a session changes its head). Otherwise they
-   * are read again at `at` (a read-only read at a fixed time); a server that
-   * ignores the read time is caught by the same test, and the pair is read
-   * again. The strict "before" makes the test sound even on servers whose
-   * times have millisecond resolution and that handle requests one by one.
+   * Reads a query, then the documents at the query's read time `at` (a
+   * read-only read at a fixed time), so that both show one moment; a server
+   * that ignores the read time is caught by `showsMoment` (no document may
+   * be written at or after `at`), and the pair is read again.
    */
   async #readTogether(
     refs: DocumentReference[],
@@ -648,9 +659,10 @@ export class FirestoreStore implements SessionStore {
     if (!query) return { docs: await this.firestore.getAll(...refs), events: [] };
     for (let attempt = 1; ; attempt++) {
       if (attempt > 1) checkCall(call);
-      const [events, docs] = await settleAll([query.get(), this.firestore.getAll(...refs)]);
+      // The documents are always read at the query's read time: a plain read of several documents
+      // beside it could show a commit half applied (as an emulator may), a read at a fixed time never.
+      const events = await query.get();
       const at = events.readTime;
-      if (showsMoment(docs, at, (read) => compareTimes(at, read) <= 0)) return { docs, events: events.docs };
       checkCall(call);
       const pinned = await this.#readAt(at, (tx) => tx.getAll(...refs));
       if (showsMoment(pinned, at, (read) => compareTimes(at, read) === 0)) return { docs: pinned, events: events.docs };
