@@ -80,26 +80,45 @@ end
 `;
 
 /**
+ * The start and the end of a new session, shared by createSession and
+ * importSession (same KEYS, same first nine ARGV): start_session clears what
+ * a deleted session of the key left, writes the head (given) and the session
+ * and user pairs, and the app pairs; it returns where the app pairs begin.
+ * index_session adds the session to the app's and the user's listing and
+ * sets or clears its expiry.
+ */
+const NEW_SESSION = `${HELPERS}
+local function start_session(head)
+  redis.call('DEL', KEYS[2], KEYS[3], KEYS[8])
+  local next = hset_pairs(KEYS[1], head, 10, tonumber(ARGV[3]))
+  next = hset_pairs(KEYS[4], nil, next, tonumber(ARGV[4]))
+  app_pairs(next, tonumber(ARGV[5]), KEYS[9] ~= nil, KEYS[8], ARGV[2])
+  return next
+end
+
+local function index_session()
+  redis.call('ZADD', KEYS[5], ARGV[1], ARGV[7])
+  redis.call('ZADD', KEYS[6], ARGV[1], ARGV[8])
+  local ttl = tonumber(ARGV[6])
+  if ttl > 0 then
+    expire_session(KEYS[1], KEYS[2], KEYS[3], KEYS[8], KEYS[7], ttl, ARGV[9])
+  else
+    redis.call('ZREM', KEYS[7], ARGV[9])
+  end
+end
+`;
+
+/**
  * createSession. The keys of the user's shard, and the app bucket only when
  * it shares their slot (one shard).
  * KEYS: session, events, eventIds, userState, shardIndex, userIndex, expiry, pending[, appState]
  * ARGV: createTime, revision, nSession, nUser, nApp, ttlMs, appMember, userMember, expiryMember, pairs...
  * Returns 0 when the session exists, else { userBucket, appBucket or 0 (other slot), pending app deltas }.
  */
-export const CREATE = `${HELPERS}
+export const CREATE = `${NEW_SESSION}
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('DEL', KEYS[2], KEYS[3], KEYS[8])
-local next = hset_pairs(KEYS[1], { '\\0r', ARGV[2], '\\0c', ARGV[2], '\\0t', ARGV[1], '\\0n', '0' }, 10, tonumber(ARGV[3]))
-next = hset_pairs(KEYS[4], nil, next, tonumber(ARGV[4]))
-app_pairs(next, tonumber(ARGV[5]), KEYS[9] ~= nil, KEYS[8], ARGV[2])
-redis.call('ZADD', KEYS[5], ARGV[1], ARGV[7])
-redis.call('ZADD', KEYS[6], ARGV[1], ARGV[8])
-local ttl = tonumber(ARGV[6])
-if ttl > 0 then
-  expire_session(KEYS[1], KEYS[2], KEYS[3], KEYS[8], KEYS[7], ttl, ARGV[9])
-else
-  redis.call('ZREM', KEYS[7], ARGV[9])
-end
+start_session({ '\\0r', ARGV[2], '\\0c', ARGV[2], '\\0t', ARGV[1], '\\0n', '0' })
+index_session()
 local app = 0
 if KEYS[9] then app = redis.call('HGETALL', KEYS[9]) end
 return { redis.call('HGETALL', KEYS[4]), app, redis.call('HGETALL', KEYS[8]) }
@@ -114,15 +133,9 @@ return { redis.call('HGETALL', KEYS[4]), app, redis.call('HGETALL', KEYS[8]) }
  *       pairs..., nEvents, then per event: entry, eventIdField
  * Returns 0 when the session exists, else { pending app deltas }.
  */
-export const IMPORT = `${HELPERS}
+export const IMPORT = `${NEW_SESSION}
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('DEL', KEYS[2], KEYS[3], KEYS[8])
-local head = { '\\0r', ARGV[2], '\\0c', ARGV[2], '\\0t', ARGV[1] }
-local next = hset_pairs(KEYS[1], head, 10, tonumber(ARGV[3]))
-next = hset_pairs(KEYS[4], nil, next, tonumber(ARGV[4]))
-local n_app = tonumber(ARGV[5])
-app_pairs(next, n_app, KEYS[9] ~= nil, KEYS[8], ARGV[2])
-next = next + 2 * n_app
+local next = start_session({ '\\0r', ARGV[2], '\\0c', ARGV[2], '\\0t', ARGV[1] }) + 2 * tonumber(ARGV[5])
 local count = 0
 local last = next + 2 * tonumber(ARGV[next]) - 1
 local batch = {}
@@ -140,14 +153,7 @@ for at = next + 1, last, 2 do
 end
 if #batch > 0 then redis.call('RPUSH', KEYS[2], unpack(batch)) end
 redis.call('HSET', KEYS[1], '\\0n', count)
-redis.call('ZADD', KEYS[5], ARGV[1], ARGV[7])
-redis.call('ZADD', KEYS[6], ARGV[1], ARGV[8])
-local ttl = tonumber(ARGV[6])
-if ttl > 0 then
-  expire_session(KEYS[1], KEYS[2], KEYS[3], KEYS[8], KEYS[7], ttl, ARGV[9])
-else
-  redis.call('ZREM', KEYS[7], ARGV[9])
-end
+index_session()
 return { redis.call('HGETALL', KEYS[8]) }
 `;
 
