@@ -3,8 +3,9 @@
  * faithfully (state as stored, events as stored, lastUpdateTime), safe to
  * re-run and to interrupt, with a field-by-field check on request.
  */
+import { scopeOf } from '@adk-state/core/store';
 import type { BaseSessionService, Event, Session } from '@google/adk';
-import { sessionServiceFromUri, type UriSessionService } from './uri.js';
+import { redactUri, sessionServiceFromUri, type UriSessionService } from './uri.js';
 
 /** What to copy, and how. */
 export interface MigrateOptions {
@@ -88,7 +89,7 @@ function eventData(events: readonly Event[]): unknown[] {
 /** The stored state: everything but `temp:` keys (never stored, so never compared). */
 function storedState(state: Record<string, unknown>): Record<string, unknown> {
   const result: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(state)) if (!key.startsWith('temp:')) result[key] = value;
+  for (const [key, value] of Object.entries(state)) if (scopeOf(key) !== 'temp') result[key] = value;
   return JSON.parse(JSON.stringify(result)) as Record<string, unknown>;
 }
 
@@ -146,9 +147,7 @@ export async function migrate(options: MigrateOptions): Promise<MigrateReport> {
   try {
     target = await sessionServiceFromUri(options.to);
     if (!canImport(target)) {
-      throw new Error(
-        `the target ${options.to.replace(/\/\/[^@/]*@/, '//***@')} is not an adk-state store (it cannot import)`,
-      );
+      throw new Error(`the target ${redactUri(options.to)} is not an adk-state store (it cannot import)`);
     }
     return await copyAll(source, target, options);
   } finally {

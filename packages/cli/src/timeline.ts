@@ -3,6 +3,7 @@
  * the delta it carried and the state after it. Shared by `adk-state inspect`
  * (text and JSON) and its web page.
  */
+import { scopeOf } from '@adk-state/core/store';
 import type { Event, Session } from '@google/adk';
 
 /** One change of one key by one event. */
@@ -54,12 +55,6 @@ export interface Timeline {
 
 const TEXT_LIMIT = 120;
 
-function scopeOf(key: string): 'user' | 'app' | 'session' {
-  if (key.startsWith('user:')) return 'user';
-  if (key.startsWith('app:')) return 'app';
-  return 'session';
-}
-
 function firstText(event: Event): string | undefined {
   for (const part of event.content?.parts ?? []) {
     if (typeof part.text === 'string' && part.text !== '') {
@@ -92,8 +87,9 @@ export function buildTimeline(session: Session): Timeline {
   const scopes: Timeline['scopes'] = { session: {}, user: {}, app: {} };
   const initial: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(session.state)) {
-    if (key.startsWith('temp:')) continue;
-    scopes[scopeOf(key)][key] = value;
+    const scope = scopeOf(key);
+    if (scope === 'temp') continue;
+    scopes[scope][key] = value;
     if (!written.has(key)) initial[key] = value;
   }
   let state: Record<string, unknown> = { ...initial };
@@ -102,7 +98,7 @@ export function buildTimeline(session: Session): Timeline {
     const changes: KeyChange[] = [];
     const next = { ...state };
     for (const [key, after] of Object.entries(delta)) {
-      if (key.startsWith('temp:')) continue;
+      if (scopeOf(key) === 'temp') continue;
       const had = Object.hasOwn(state, key);
       if (had && sameJson(state[key], after)) continue;
       changes.push(had ? { key, before: state[key], after } : { key, after });

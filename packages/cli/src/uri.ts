@@ -142,15 +142,18 @@ export async function sessionServiceFromUri(uri: string, options: UriServiceOpti
 async function redisCluster(uri: string, scheme: string, options: UriServiceOptions): Promise<UriSessionService> {
   const nodes = clusterNodes(uri);
   const url = parse(uri.replace(/^([a-z+]+:\/\/(?:[^/?#@]*@)?)[^/?#]*/i, '$1cluster'));
-  const { RedisSessionService } = await loadOptional('@adk-state/adapter-redis', scheme, ['ioredis']);
+  const { RedisSessionService, URL_CLIENT_DEFAULTS } = await loadOptional('@adk-state/adapter-redis', scheme, [
+    'ioredis',
+  ]);
   const { Cluster } = await loadOptional('ioredis', scheme, ['@adk-state/adapter-redis']);
   const credentials = {
     ...(url.username === '' ? {} : { username: decodeURIComponent(url.username) }),
     ...(url.password === '' ? {} : { password: decodeURIComponent(url.password) }),
   };
+  // The adapter's defaults for clients it makes from a url: fail fast, never re-send, capped reconnection.
   const cluster = new Cluster(nodes, {
-    redisOptions: { ...credentials, ...(scheme === 'rediss+cluster' ? { tls: {} } : {}), maxRetriesPerRequest: 2 },
-    clusterRetryStrategy: (attempt) => Math.min(attempt * 200, 2_000),
+    redisOptions: { ...URL_CLIENT_DEFAULTS, ...credentials, ...(scheme === 'rediss+cluster' ? { tls: {} } : {}) },
+    ...(URL_CLIENT_DEFAULTS.retryStrategy ? { clusterRetryStrategy: URL_CLIENT_DEFAULTS.retryStrategy } : {}),
   });
   // The service reports failures through its calls; the client's own error events would otherwise be unhandled.
   cluster.on('error', () => {});
