@@ -332,7 +332,7 @@ export class FirestoreStore implements SessionStore {
     const refs = this.#layout.session(key);
     if (filter.limit !== undefined && filter.limit > 0) {
       // The last n events by their ids, kept in the session document: no query, whatever the history's length.
-      const [session, user, app] = await this.#readHeadAndBuckets(refs, call);
+      const [session, user, app] = await this.#readAtOneMoment([refs.session, refs.user, refs.app], call);
       if (!session?.exists) return undefined;
       const head = session.data() as SessionDocument;
       checkCall(call);
@@ -626,18 +626,18 @@ export class FirestoreStore implements SessionStore {
   }
 
   /**
-   * The session head and its user and app buckets as they were at one moment:
-   * a batched get gives the moment (its read time), and a read at that fixed
-   * time gives the documents. An append writes the head and the buckets in
-   * one commit, but an emulator may show a commit to plain reads document by
-   * document; a read at a fixed time never shows half of one.
+   * Documents (a session head first, then its buckets) as they were at one
+   * moment: a batched get gives the moment (its read time), and a read at
+   * that fixed time gives the documents. An append writes the head and the
+   * buckets in one commit, but an emulator may show a commit to plain reads
+   * document by document; a read at a fixed time never shows half of one.
    */
-  async #readHeadAndBuckets(refs: SessionRefs, call: StoreCall | undefined): Promise<DocumentSnapshot[]> {
-    const docs = await this.firestore.getAll(refs.session, refs.user, refs.app);
+  async #readAtOneMoment(refs: DocumentReference[], call: StoreCall | undefined): Promise<DocumentSnapshot[]> {
+    const docs = await this.firestore.getAll(...refs);
     const at = docs[0]?.readTime;
     if (!at || !docs[0]?.exists) return docs;
     checkCall(call);
-    return this.#readAt(at, (tx) => tx.getAll(refs.session, refs.user, refs.app));
+    return this.#readAt(at, (tx) => tx.getAll(...refs));
   }
 
   /** Reads in a read-only transaction at the fixed time `at` (no transaction is begun: nothing to roll back). */
@@ -656,7 +656,7 @@ export class FirestoreStore implements SessionStore {
     query: Query | undefined,
     call: StoreCall | undefined,
   ): Promise<{ docs: DocumentSnapshot[]; events: QueryDocumentSnapshot[] }> {
-    if (!query) return { docs: await this.firestore.getAll(...refs), events: [] };
+    if (!query) return { docs: await this.#readAtOneMoment(refs, call), events: [] };
     for (let attempt = 1; ; attempt++) {
       if (attempt > 1) checkCall(call);
       // The documents are always read at the query's read time: a plain read of several documents
