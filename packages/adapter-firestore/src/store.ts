@@ -36,6 +36,8 @@ import {
   type CreateResult,
   compareSessions,
   type EventFilter,
+  type Expiry,
+  expiryOf,
   type ListQuery,
   type ListResult,
   type LoadResult,
@@ -87,9 +89,16 @@ export interface FirestoreStoreOptions {
    * Idle time to live, in seconds: every create and append stamps the session
    * document with `now + expireAfterIdleSeconds` in {@link ttlField}, for a
    * Firestore TTL policy, so a session expires once it has not been written
-   * for this long.
+   * for this long. Give at most one of this and `expireAfterCreateSeconds`.
    */
   expireAfterIdleSeconds?: number;
+  /**
+   * Time to live counted from creation, in seconds: `createSession` stamps the
+   * session document with `now + expireAfterCreateSeconds` in {@link ttlField}
+   * and appends leave it, so a session expires this long after it was
+   * created, however active. Give at most one of this and `expireAfterIdleSeconds`.
+   */
+  expireAfterCreateSeconds?: number;
   /** The field that carries the expiry time. Default `expireAt`. */
   ttlField?: string;
   /** Attempts of a read-write transaction under contention. Default 10, at most 100. */
@@ -114,7 +123,7 @@ const MAX_CREATE_ROUNDS = 5;
 const MAX_QUERY_LIMIT = 2 ** 31 - 1;
 
 /**
- * The longest `expireAfterIdleSeconds`: 1,000 years, so that the expiry time
+ * The longest `expireAfterIdleSeconds` or `expireAfterCreateSeconds`: 1,000 years, so that the expiry time
  * stays far below the last instant a Firestore timestamp can hold (year 9999).
  */
 export const MAX_SESSION_TTL_SECONDS = 1_000 * 365.25 * 24 * 3_600;
@@ -186,7 +195,7 @@ export class FirestoreStore implements SessionStore {
   /** The collection that holds one document per app. */
   readonly rootCollection: string;
   readonly #layout: Layout;
-  readonly #ttlMs: number | undefined;
+  readonly #expiry: Expiry | undefined;
   readonly #ttlField: string;
   readonly #maxAttempts: number;
   readonly #now: () => number;
@@ -200,13 +209,12 @@ export class FirestoreStore implements SessionStore {
     }
     const {
       expireAfterIdleSeconds,
+      expireAfterCreateSeconds,
       ttlField = DEFAULT_TTL_FIELD,
       maxTransactionAttempts = 10,
       now = Date.now,
     } = options;
-    if (expireAfterIdleSeconds !== undefined) {
-      assertPositiveNumber('expireAfterIdleSeconds', expireAfterIdleSeconds, { max: MAX_SESSION_TTL_SECONDS });
-    }
+    const expiry = expiryOf({ expireAfterIdleSeconds, expireAfterCreateSeconds }, { max: MAX_SESSION_TTL_SECONDS });
     if (
       typeof ttlField !== 'string' ||
       !/^[A-Za-z_][A-Za-z0-9_]*$/.test(ttlField) ||
@@ -226,7 +234,7 @@ export class FirestoreStore implements SessionStore {
     this.firestore = options.firestore;
     this.rootCollection = checkRootCollection(options.rootCollection ?? DEFAULT_ROOT_COLLECTION);
     this.#layout = new Layout(options.firestore, this.rootCollection);
-    this.#ttlMs = expireAfterIdleSeconds === undefined ? undefined : expireAfterIdleSeconds * 1_000;
+    this.#expiry = expiry;
     this.#ttlField = ttlField;
     this.#maxAttempts = maxTransactionAttempts;
     this.#now = now;
@@ -278,7 +286,7 @@ export class FirestoreStore implements SessionStore {
       state: encodeState(input.state),
       recent: [],
     };
-    const fields = { ...head, ...this.#expiry() };
+    const fields = { ...head, ...this.#expiryFields('create') };
     assertDocumentFits('state', refs.session.path, fields);
     const userDelta = encodeState(input.userDelta);
     const appDelta = encodeState(input.appDelta);
@@ -427,7 +435,7 @@ export class FirestoreStore implements SessionStore {
         eventCount: Math.max(head.eventCount, seq),
         // Sessions written before the field existed get it with their next append.
         userKey: documentId(input.key.userId),
-        ...this.#expiry(),
+        ...this.#expiryFields('append'),
       };
       const merged = { ...head, ...headUpdate, state: { ...head.state, ...sessionDelta } };
       assertDocumentFits('state', refs.session.path, merged);
@@ -556,8 +564,11 @@ export class FirestoreStore implements SessionStore {
     return decodeState(state);
   }
 
-  #expiry(): Record<string, Date> {
-    return this.#ttlMs === undefined ? {} : { [this.#ttlField]: new Date(this.#now() + this.#ttlMs) };
+  /** The expiry time a write stamps: on create, with either clock; on append, on the idle clock only. */
+  #expiryFields(write: 'create' | 'append'): Record<string, Date> {
+    const expiry = this.#expiry;
+    if (expiry === undefined || (write === 'append' && expiry.clock === 'create')) return {};
+    return { [this.#ttlField]: new Date(this.#now() + expiry.seconds * 1_000) };
   }
 
   /**

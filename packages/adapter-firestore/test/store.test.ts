@@ -162,6 +162,21 @@ describe('session time-to-live', () => {
     expect((await head()).get('expireAt').toMillis()).toBe(1_800_000_065_000);
   });
 
+  it('stamps now + expireAfterCreateSeconds on create only: appends leave the expiry where it was', async () => {
+    let now = 1_800_000_000_000;
+    const sessions = service({ expireAfterCreateSeconds: 60, now: () => now });
+    const appName = app();
+    const session = await sessions.createSession({ appName, userId: 'u', sessionId: 's' });
+    const head = () =>
+      firestore.collection(rootCollection).doc(`k${appName}`).collection('adk_sessions').doc('ku.s').get();
+    expect((await head()).get('expireAt').toMillis()).toBe(1_800_000_060_000);
+    now += 5_000;
+    const appended = await sessions.appendEvent({ session, event: event({ n: 1 }) });
+    expect(appended.actions.stateDelta).toEqual({ n: 1 });
+    expect((await head()).get('eventCount')).toBe(1);
+    expect((await head()).get('expireAt').toMillis()).toBe(1_800_000_060_000);
+  });
+
   it('uses the ttlField given, and writes no expiry without expireAfterIdleSeconds', async () => {
     const appName = app();
     await service({ expireAfterIdleSeconds: 1, ttlField: 'deleteAfter' }).createSession({
@@ -186,6 +201,9 @@ describe('session time-to-live', () => {
       { expireAfterIdleSeconds: 1e16 },
       { expireAfterIdleSeconds: '60' as unknown as number },
       { expireAfterIdleSeconds: 1, ttlField: 'state' },
+      { expireAfterCreateSeconds: 0 },
+      { expireAfterCreateSeconds: 1e16 },
+      { expireAfterIdleSeconds: 60, expireAfterCreateSeconds: 60 },
       { ttlField: 'userKey' },
       { ttlField: 'a.b' },
       { ttlField: 7 as unknown as string },

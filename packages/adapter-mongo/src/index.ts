@@ -10,7 +10,7 @@ import {
   StateSessionService,
   type StateSessionServiceOptions,
 } from '@adk-state/core';
-import { assertPositiveNumber } from '@adk-state/core/store';
+import { assertPositiveNumber, type ExpiryOptions, expiryOf } from '@adk-state/core/store';
 import { MongoClient, type MongoClientOptions } from 'mongodb';
 import { MongoStore } from './store.js';
 
@@ -131,8 +131,13 @@ function storeFor(options: MongoSessionServiceOptions): MongoStore {
       `must be a string without '$' or NUL that does not start with 'system.', got ${JSON.stringify(collectionPrefix)}`,
     );
   }
-  const ttl = options.expireAfterCreateSeconds;
-  if (ttl !== undefined) assertPositiveNumber('expireAfterCreateSeconds', ttl, { max: MAX_SESSION_TTL_SECONDS });
+  // The idle clock is refused by name: callers from JavaScript or another store's options would otherwise lose it silently.
+  const ttl = expiryOf(options as ExpiryOptions, {
+    max: MAX_SESSION_TTL_SECONDS,
+    clocks: ['create'],
+    unsupported:
+      'a TTL index deletes each event by its own date, so an idle clock would rewrite every event of a session on every append; use expireAfterCreateSeconds',
+  })?.seconds;
   // Checked here as well as by the service: the client's defaults derive from it.
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   assertPositiveNumber('timeoutMs', timeoutMs, { max: MAX_TIMEOUT_MS, allowInfinity: true });

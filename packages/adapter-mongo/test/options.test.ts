@@ -39,6 +39,12 @@ describe('options', () => {
         argument: 'expireAfterCreateSeconds',
       });
     }
+    // MongoDB cannot keep the idle clock: the option another store takes is refused, not ignored.
+    const idle = { client, expireAfterIdleSeconds: 60 } as never;
+    expect(refusal(() => new MongoSessionService(idle))).toMatchObject({
+      argument: 'expireAfterIdleSeconds',
+      message: expect.stringMatching(/expireAfterCreateSeconds/),
+    });
     expect(refusal(() => new MongoSessionService({ client, onStale: 'never' as never }))).toMatchObject({
       argument: 'onStale',
     });

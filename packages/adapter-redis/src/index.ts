@@ -4,7 +4,7 @@
  * one round trip, atomic.
  */
 import { InvalidArgumentError, StateSessionService, type StateSessionServiceOptions } from '@adk-state/core';
-import { assertPositiveNumber } from '@adk-state/core/store';
+import { expiryOf } from '@adk-state/core/store';
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
 import * as ioredis from 'ioredis';
 import type { CommandClient } from './connection.js';
@@ -25,7 +25,7 @@ const RedisClass = (ioredis as unknown as { default: typeof Redis }).default;
 export const DEFAULT_KEY_PREFIX = 'adk-state:';
 
 /**
- * The longest `expireAfterIdleSeconds` accepted: 2^31 - 1 seconds (about 68
+ * The longest `expireAfterIdleSeconds` or `expireAfterCreateSeconds` accepted: 2^31 - 1 seconds (about 68
  * years). Redis keeps expiry times as signed 64-bit milliseconds, and the
  * scripts compute them in Lua numbers (doubles); this bound keeps both exact.
  */
@@ -112,8 +112,17 @@ export interface RedisLayoutOptions {
    * allowed (kept to the millisecond), at most {@link MAX_SESSION_TTL_SECONDS}.
    * The name says the clock: every adk-state store calls an idle time to live
    * `expireAfterIdleSeconds` and one counted from creation `expireAfterCreateSeconds`.
+   * Give at most one of the two.
    */
   expireAfterIdleSeconds?: number;
+  /**
+   * Time to live of a session and its events counted from its creation, in
+   * seconds: the session disappears this long after `createSession` (or
+   * `importSession`), however active it is; appends do not extend it. User
+   * and app state stay. Default: none. Same bounds as
+   * `expireAfterIdleSeconds`; give at most one of the two.
+   */
+  expireAfterCreateSeconds?: number;
   /**
    * How many hash slots the users of one app are spread over: the keys of a
    * user live under the tag `{<app>#<k>}`, k = FNV-1a(userId) mod `shards`,
@@ -140,6 +149,7 @@ export class RedisSessionService extends StateSessionService {
       clientOptions,
       keyPrefix = DEFAULT_KEY_PREFIX,
       expireAfterIdleSeconds,
+      expireAfterCreateSeconds,
       shards = DEFAULT_SHARDS,
       ...serviceOptions
     } = options;
@@ -159,7 +169,7 @@ export class RedisSessionService extends StateSessionService {
       }
     }
     assertKeyPrefix(keyPrefix);
-    const ttlMs = toTtlMs(expireAfterIdleSeconds);
+    const expiry = expiryOf({ expireAfterIdleSeconds, expireAfterCreateSeconds }, { max: MAX_SESSION_TTL_SECONDS });
     if (typeof shards !== 'number' || !Number.isInteger(shards) || shards < 1 || shards > MAX_SHARDS) {
       throw new InvalidArgumentError('shards', `must be an integer from 1 to ${MAX_SHARDS}, got ${String(shards)}`);
     }
@@ -174,7 +184,7 @@ export class RedisSessionService extends StateSessionService {
       assertKeyPrefix(redis.options?.keyPrefix ?? '', 'client keyPrefix');
       const store = new RedisStore(redis as unknown as CommandClient, {
         keyPrefix,
-        sessionTtlMs: ttlMs,
+        ...(expiry ? { expiry: { clock: expiry.clock, ms: Math.max(1, Math.ceil(expiry.seconds * 1000)) } } : {}),
         shards,
         ...(made ? { ownsClient: true, release: () => quit(made) } : {}),
       });
@@ -186,12 +196,6 @@ export class RedisSessionService extends StateSessionService {
     }
     this.client = redis;
   }
-}
-
-function toTtlMs(seconds: number | undefined): number {
-  if (seconds === undefined) return 0;
-  assertPositiveNumber('expireAfterIdleSeconds', seconds, { max: MAX_SESSION_TTL_SECONDS });
-  return Math.max(1, Math.ceil(seconds * 1000));
 }
 
 /** How long `close()` lets QUIT take before it drops the connection. */

@@ -14,6 +14,7 @@ import type {
   CreateInput,
   CreateResult,
   EventFilter,
+  ExpiryClock,
   ImportInput,
   ImportResult,
   ListQuery,
@@ -43,38 +44,28 @@ import {
 import {
   APPEND,
   APPLY,
+  argList,
   CREATE,
   DELETE,
   FETCH,
   IMPORT,
+  keyList,
   LIST,
   LIST_SHARDS,
   LOAD,
   READ_BUCKET,
   runScript,
   type Script,
-  script,
 } from './scripts.js';
 
-const scripts = {
-  create: script('create', CREATE),
-  append: script('append', APPEND),
-  applyApp: script('applyApp', APPLY),
-  importSession: script('import', IMPORT),
-  load: script('load', LOAD),
-  remove: script('delete', DELETE),
-  list: script('list', LIST),
-  listShards: script('listShards', LIST_SHARDS),
-  fetch: script('fetch', FETCH),
-  readBucket: script('readBucket', READ_BUCKET),
-};
+const scripts: readonly Script[] = [CREATE, APPEND, APPLY, IMPORT, LOAD, DELETE, LIST, LIST_SHARDS, FETCH, READ_BUCKET];
 
 /** What {@link RedisStore} needs besides a client. */
 export interface RedisStoreOptions {
   /** Put in front of every key; must not contain `{` or `}` (checked by the service). */
   keyPrefix: string;
-  /** Idle time to live of a session and its events, in milliseconds; 0 for none. */
-  sessionTtlMs: number;
+  /** The time to live of a session and its events, on its clock, in milliseconds; none when absent. */
+  expiry?: { clock: ExpiryClock; ms: number };
   /** How many slots the users of one app are spread over (1: the whole app in one slot). Default 1. */
   shards?: number;
   /** Called by {@link RedisStore.close}; releases a client the service created itself. */
@@ -90,7 +81,7 @@ export interface RedisStoreOptions {
 
 /** The SHA1 of each script the store runs (for tests and tooling, e.g. `SCRIPT EXISTS`). */
 export const SCRIPT_SHAS: Readonly<Record<string, string>> = Object.fromEntries(
-  Object.values(scripts).map((entry) => [entry.name, entry.sha]),
+  scripts.map((entry) => [entry.name, entry.sha]),
 );
 
 /** How many sessions the store remembers as "pending app deltas applied up to revision n", to clear on its next call. */
@@ -105,7 +96,8 @@ export class RedisStore implements SessionStore {
   readonly backend = 'redis';
   readonly #connection: Connection;
   readonly #prefix: string;
-  readonly #ttl: number;
+  /** The expiry arguments of every write: `ttlMs` (0 for none) and `clock`. */
+  readonly #expiry: { ttlMs: number; clock: ExpiryClock };
   readonly #shards: number;
   /** Recently used sessions' keys (insertion order; the oldest goes first when full). */
   readonly #keyCache = new Map<string, SessionKeys>();
@@ -117,7 +109,7 @@ export class RedisStore implements SessionStore {
   constructor(client: CommandClient, options: RedisStoreOptions) {
     this.#connection = new Connection(client, options.ownsClient === true);
     this.#prefix = options.keyPrefix;
-    this.#ttl = options.sessionTtlMs;
+    this.#expiry = { ttlMs: options.expiry?.ms ?? 0, clock: options.expiry?.clock ?? 'idle' };
     this.#shards = options.shards ?? 1;
     this.#cluster = client.isCluster === true;
     this.#release = options.release;
@@ -125,11 +117,14 @@ export class RedisStore implements SessionStore {
 
   async createSession(input: CreateInput, call?: StoreCall): Promise<CreateResult> {
     const keys = this.#keys(input.key);
-    const creating = this.#run('createSession', true, call, scripts.create, writeKeys(keys), [
-      String(input.createTime),
-      String(input.revision),
-      ...this.#bucketArguments(keys, input.state, input.userDelta, input.appDelta),
-    ]);
+    const creating = this.#run(
+      'createSession',
+      true,
+      call,
+      CREATE,
+      writeKeys(keys),
+      this.#newSessionArguments(keys, input.createTime, input.revision, input.state, input.userDelta, input.appDelta),
+    );
     // With no app delta and the app bucket in a slot of its own, read that bucket at the same time.
     const appRead =
       keys.sameSlot || input.appDelta.size > 0 ? undefined : this.#readBucket('createSession', call, keys.app.appState);
@@ -150,10 +145,15 @@ export class RedisStore implements SessionStore {
     const keys = this.#keys(input.key);
     const events: string[] = [String(input.events.length)];
     for (const event of input.events) events.push(encodeEntry(event), encodeText(event.id));
-    const reply = await this.#run('importSession', true, call, scripts.importSession, writeKeys(keys), [
-      String(input.lastUpdateTime),
-      String(input.revision),
-      ...this.#bucketArguments(keys, input.state, input.userDelta, input.appDelta),
+    const reply = await this.#run('importSession', true, call, IMPORT, writeKeys(keys), [
+      ...this.#newSessionArguments(
+        keys,
+        input.lastUpdateTime,
+        input.revision,
+        input.state,
+        input.userDelta,
+        input.appDelta,
+      ),
       ...events,
     ]);
     if (!Array.isArray(reply)) return { status: 'exists' };
@@ -172,13 +172,25 @@ export class RedisStore implements SessionStore {
       after = undefined;
       limit = 0;
     }
-    const loadKeys = [keys.session, keys.events, keys.userState, keys.pending];
-    if (keys.sameSlot) loadKeys.push(keys.app.appState);
-    const loading = this.#run('getSession', false, call, scripts.load, loadKeys, [
-      after === undefined ? '' : String(after),
-      limit === undefined ? '' : String(limit),
-      this.#takeApplied(keys),
-    ]);
+    const loadKeys = keyList(LOAD, {
+      session: keys.session,
+      events: keys.events,
+      userState: keys.userState,
+      pending: keys.pending,
+      appState: keys.sameSlot ? keys.app.appState : undefined,
+    });
+    const loading = this.#run(
+      'getSession',
+      false,
+      call,
+      LOAD,
+      loadKeys,
+      argList(LOAD, {
+        afterTimestamp: after === undefined ? '' : String(after),
+        limit: limit === undefined ? '' : String(limit),
+        appliedUpTo: this.#takeApplied(keys),
+      }),
+    );
     // The app bucket has a slot of its own: read it at the same time.
     const appRead = keys.sameSlot ? undefined : this.#readBucket('getSession', call, keys.app.appState);
     appRead?.catch(() => {});
@@ -206,23 +218,22 @@ export class RedisStore implements SessionStore {
 
   async appendEvent(input: AppendInput, call?: StoreCall): Promise<AppendResult> {
     const keys = this.#keys(input.key);
-    const reply = await this.#run('appendEvent', true, call, scripts.append, writeKeys(keys), [
-      String(input.expectedRevision),
-      String(input.lastUpdateTime),
-      encodeEntry(input.event),
-      encodeText(input.event.id),
-      input.sessionDelta.size,
-      input.userDelta.size,
-      input.appDelta.size,
-      this.#ttl,
-      keys.appMember,
-      keys.userMember,
-      keys.expiryMember,
-      this.#takeApplied(keys),
-      ...pairs(input.sessionDelta),
-      ...pairs(input.userDelta),
-      ...pairs(input.appDelta),
-    ]);
+    const args = argList(
+      APPEND,
+      {
+        expectedRevision: String(input.expectedRevision),
+        updateTime: String(input.lastUpdateTime),
+        entry: encodeEntry(input.event),
+        eventIdField: encodeText(input.event.id),
+        nSession: input.sessionDelta.size,
+        nUser: input.userDelta.size,
+        nApp: input.appDelta.size,
+        ...this.#writeTail(keys),
+        appliedUpTo: this.#takeApplied(keys),
+      },
+      [...pairs(input.sessionDelta), ...pairs(input.userDelta), ...pairs(input.appDelta)],
+    );
+    const reply = await this.#run('appendEvent', true, call, APPEND, writeKeys(keys), args);
     if (Array.isArray(reply)) {
       const [first, pending] = reply as [string, Pending];
       await this.#settle('appendEvent', call, keys, first, pending, false);
@@ -261,15 +272,18 @@ export class RedisStore implements SessionStore {
       ordered.push([Number(pending[index]), pending[index + 1] as string]);
     }
     ordered.sort((a, b) => a[0] - b[0]);
-    const args: string[] = [keys.pair, first, wantBucket ? '1' : '0', forget ? '1' : '0'];
-    for (const [revision, delta] of ordered) args.push(String(revision), delta);
+    const args = argList(
+      APPLY,
+      { pair: keys.pair, first, wantBucket: wantBucket ? '1' : '0', forget: forget ? '1' : '0' },
+      ordered.flatMap(([revision, delta]) => [String(revision), delta]),
+    );
     try {
       const reply = await this.#run(
         operation,
         true,
         call,
-        scripts.applyApp,
-        [keys.app.appState, keys.app.watermarks],
+        APPLY,
+        keyList(APPLY, { appState: keys.app.appState, watermarks: keys.app.watermarks }),
         args,
       );
       if (!forget) this.#remember(keys.pending, (ordered[ordered.length - 1] as [number, string])[0]);
@@ -303,23 +317,41 @@ export class RedisStore implements SessionStore {
   }
 
   /**
-   * The arguments the create and import scripts share, after their own:
-   * the three bucket sizes, the TTL, the index members, then the
+   * The arguments the create and import scripts share: the listed time, the
+   * revision, the three bucket sizes, the expiry and index members, then the
    * field/value pairs of the session, user and app buckets.
    */
-  #bucketArguments(keys: SessionKeys, session: Bucket, user: Bucket, app: Bucket): Array<string | number> {
-    return [
-      session.size,
-      user.size,
-      app.size,
-      this.#ttl,
-      keys.appMember,
-      keys.userMember,
-      keys.expiryMember,
-      ...pairs(session),
-      ...pairs(user),
-      ...pairs(app),
-    ];
+  #newSessionArguments(
+    keys: SessionKeys,
+    updateTime: number,
+    revision: number,
+    session: Bucket,
+    user: Bucket,
+    app: Bucket,
+  ): Array<string | number> {
+    return argList(
+      CREATE,
+      {
+        updateTime: String(updateTime),
+        revision: String(revision),
+        nSession: session.size,
+        nUser: user.size,
+        nApp: app.size,
+        ...this.#writeTail(keys),
+      },
+      [...pairs(session), ...pairs(user), ...pairs(app)],
+    );
+  }
+
+  /** The arguments every write ends its fixed ones with: the expiry, and the session's members in the indexes. */
+  #writeTail(keys: SessionKeys) {
+    return {
+      ttlMs: this.#expiry.ttlMs,
+      clock: this.#expiry.clock,
+      appMember: keys.appMember,
+      userMember: keys.userMember,
+      expiryMember: keys.expiryMember,
+    };
   }
 
   async deleteSession(key: SessionKey, call?: StoreCall): Promise<void> {
@@ -329,9 +361,9 @@ export class RedisStore implements SessionStore {
       'deleteSession',
       true,
       call,
-      scripts.remove,
-      [keys.session, keys.events, keys.eventIds, keys.shardIndex, keys.userIndex, keys.expiry, keys.pending],
-      [keys.appMember, keys.userMember, keys.expiryMember],
+      DELETE,
+      keyList(DELETE, keys),
+      argList(DELETE, keys),
     )) as [string, Pending];
     if (keys.sameSlot) return;
     const [first, pending] = reply;
@@ -359,14 +391,25 @@ export class RedisStore implements SessionStore {
     const user =
       query.userId === undefined ? undefined : userKeys(this.#prefix, query.appName, query.userId, this.#shards);
     const sameSlot = this.#shards === 1;
-    const listKeys = [user ? user.userIndex : shard.shardIndex, shard.expiry, shard.shardIndex];
-    if (sameSlot) listKeys.push(app.appState);
-    const listing = this.#run('listSessions', false, call, scripts.list, listKeys, [
-      query.order,
-      String(query.offset),
-      query.limit === undefined ? '' : String(query.limit),
-      user ? user.encodedUser : '',
-    ]);
+    const listKeys = keyList(LIST, {
+      index: user ? user.userIndex : shard.shardIndex,
+      expiry: shard.expiry,
+      shardIndex: shard.shardIndex,
+      appState: sameSlot ? app.appState : undefined,
+    });
+    const listing = this.#run(
+      'listSessions',
+      false,
+      call,
+      LIST,
+      listKeys,
+      argList(LIST, {
+        order: query.order,
+        offset: String(query.offset),
+        limit: query.limit === undefined ? '' : String(query.limit),
+        encodedUser: user ? user.encodedUser : '',
+      }),
+    );
     const appRead = sameSlot ? undefined : this.#readBucket('listSessions', call, app.appState);
     appRead?.catch(() => {});
     const reply = (await listing) as [
@@ -420,9 +463,9 @@ export class RedisStore implements SessionStore {
           'listSessions',
           false,
           call,
-          scripts.listShards,
+          LIST_SHARDS,
           group.flatMap((shard) => [shard.shardIndex, shard.expiry]),
-          [query.order, want],
+          argList(LIST_SHARDS, { order: query.order, want }),
         ),
       ),
     );
@@ -471,7 +514,7 @@ export class RedisStore implements SessionStore {
           'listSessions',
           false,
           call,
-          scripts.fetch,
+          FETCH,
           group.map((index) => (shards[index] as ShardKeys).shardIndex),
           group.flatMap((index) => {
             const members = byShard.get(index) as string[];
@@ -512,7 +555,7 @@ export class RedisStore implements SessionStore {
   }
 
   #readBucket(operation: string, call: StoreCall | undefined, key: string): Promise<unknown> {
-    return this.#run(operation, false, call, scripts.readBucket, [key], []);
+    return this.#run(operation, false, call, READ_BUCKET, keyList(READ_BUCKET, { bucket: key }), []);
   }
 
   /**
@@ -558,20 +601,9 @@ function fieldOf(flat: readonly string[], field: string): string | undefined {
   return undefined;
 }
 
-/** The keys of the create, import and append scripts, in their order (the app bucket only when it shares the slot). */
+/** The keys of the create, import and append scripts (the app bucket only when it shares the slot). */
 function writeKeys(keys: SessionKeys): string[] {
-  const out = [
-    keys.session,
-    keys.events,
-    keys.eventIds,
-    keys.userState,
-    keys.shardIndex,
-    keys.userIndex,
-    keys.expiry,
-    keys.pending,
-  ];
-  if (keys.sameSlot) out.push(keys.app.appState);
-  return out;
+  return keyList(CREATE, { ...keys, appState: keys.sameSlot ? keys.app.appState : undefined });
 }
 
 /** A bucket as field/value arguments, fields encoded. */

@@ -32,10 +32,18 @@ describe('option checks', () => {
     MAX_SESSION_TTL_SECONDS + 1,
     '60',
     null,
-  ])('refuses expireAfterIdleSeconds %s with InvalidArgumentError', (value) => {
-    expect(() => new RedisSessionService({ client, expireAfterIdleSeconds: value as number })).toThrow(
-      expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/expireAfterIdleSeconds/) }),
-    );
+  ])('refuses expireAfterIdleSeconds and expireAfterCreateSeconds %s with InvalidArgumentError', (value) => {
+    for (const name of ['expireAfterIdleSeconds', 'expireAfterCreateSeconds']) {
+      expect(() => new RedisSessionService({ client, [name]: value as number })).toThrow(
+        expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringContaining(name) }),
+      );
+    }
+  });
+
+  it('refuses both clocks at once: a session expires on one', () => {
+    expect(
+      () => new RedisSessionService({ client, expireAfterIdleSeconds: 60, expireAfterCreateSeconds: 3600 }),
+    ).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/at most one/) }));
   });
 
   it('keeps a session for the longest TTL it accepts, and for a fraction of a second', async () => {

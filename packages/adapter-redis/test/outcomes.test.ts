@@ -126,7 +126,7 @@ describe.skipIf(!available)('honest outcomes of failed writes (server of its own
   });
 
   it('a store call abandoned before its command was sent: not applied, timed out, nothing sent', async () => {
-    const store = new RedisStore(admin as never, { keyPrefix: `adk-outcome-${randomUUID()}:`, sessionTtlMs: 0 });
+    const store = new RedisStore(admin as never, { keyPrefix: `adk-outcome-${randomUUID()}:` });
     const controller = new AbortController();
     controller.abort();
     const sessionKey = key();

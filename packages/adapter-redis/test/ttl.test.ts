@@ -1,7 +1,8 @@
 /**
- * Optional idle expiry: with `expireAfterIdleSeconds`, a session and its events
- * expire that long after their last create or append; user and app state
- * stay, and the listing indexes forget the expired session.
+ * Optional expiry on either clock: with `expireAfterIdleSeconds`, a session
+ * and its events expire that long after their last create or append; with
+ * `expireAfterCreateSeconds`, that long after the create, whatever follows.
+ * User and app state stay, and the listing indexes forget the expired session.
  */
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
@@ -92,5 +93,47 @@ describe('session time to live', () => {
     const again = await short.createSession({ appName, userId: 'u1', sessionId: 's1' });
     expect(again.events).toEqual([]);
     expect(again.state).toEqual({ 'user:kept': true, 'app:kept': true });
+  });
+
+  it('on the creation clock, appends keep the expiry the session got when it was created, and give it to the log', async () => {
+    const service = new RedisSessionService({ client, keyPrefix, expireAfterCreateSeconds: 3600 });
+    const appName = `app-${randomUUID()}`;
+    const keys = sessionKeys(keyPrefix, appName, 'u1', 's1', DEFAULT_SHARDS);
+    const before = await serverTime();
+    const session = await service.createSession({ appName, userId: 'u1', sessionId: 's1', state: { 'user:a': 1 } });
+    const after = await serverTime();
+    const created = Number(await client.call('pexpiretime', keys.session));
+    expect(created).toBeGreaterThanOrEqual(before + 3_600_000);
+    expect(created).toBeLessThanOrEqual(after + 3_600_000);
+    // Appends later than the creation: an idle clock would move the expiry past `created`.
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const appended = await service.appendEvent({ session, event: event({ n: 1, 'app:b': 2 }) });
+    await service.appendEvent({ session, event: event({ n: 2 }) });
+    expect(appended.id).toBeTruthy();
+    expect(Number(await client.call('pexpiretime', keys.session))).toBe(created);
+    expect(Number(await client.call('pexpiretime', keys.events))).toBe(created);
+    expect(Number(await client.call('pexpiretime', keys.eventIds))).toBe(created);
+    expect(Number(await client.zscore(keys.expiry, keys.expiryMember))).toBe(created);
+    expect(await client.pttl(keys.userState)).toBe(-1);
+  });
+
+  it('a session on the creation clock expires on time although it is appended to all along', async () => {
+    const service = new RedisSessionService({ client, keyPrefix, expireAfterCreateSeconds: 0.4 });
+    const appName = `app-${randomUUID()}`;
+    const session = await service.createSession({ appName, userId: 'u1', sessionId: 's1', state: { own: 1 } });
+    const keys = sessionKeys(keyPrefix, appName, 'u1', 's1', DEFAULT_SHARDS);
+    let refused: unknown;
+    for (let n = 0; n < 1000 && refused === undefined; n++) {
+      refused = await service.appendEvent({ session, event: event({ n, 'user:kept': n }) }).then(
+        () => undefined,
+        (caught: unknown) => caught,
+      );
+      if (refused === undefined) await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    expect((refused as { code?: string }).code).toBe('SESSION_NOT_FOUND');
+    expect(await client.exists(keys.session, keys.events, keys.eventIds)).toBe(0);
+    expect(await service.getSession({ appName, userId: 'u1', sessionId: 's1' })).toBeUndefined();
+    expect((await service.listSessions({ appName })).totalItems).toBe(0);
+    expect(Object.keys(await service.getUserState({ appName, userId: 'u1' }))).toEqual(['kept']);
   });
 });

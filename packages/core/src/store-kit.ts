@@ -8,7 +8,15 @@
 
 export { decodeEvent, type EventFilter, encodeEvent, type StoredEvent, selectEvents } from './events.js';
 export { compareSessions, type ListQuery, utf16OrderKey } from './listing.js';
-export { assertPositiveNumber, type NumberLimits } from './options.js';
+export {
+  assertPositiveNumber,
+  type Expiry,
+  type ExpiryClock,
+  type ExpiryLimits,
+  type ExpiryOptions,
+  expiryOf,
+  type NumberLimits,
+} from './options.js';
 export type { SessionKey } from './requests.js';
 export {
   APP_PREFIX,

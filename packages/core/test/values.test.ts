@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidArgumentError, MAX_VALUE_DEPTH, StateValueError } from '../src/index.js';
 import { combineState } from '../src/scopes.js';
-import { assertJsonValue, assertPositiveNumber, findNonJson, splitState } from '../src/store-kit.js';
+import { assertJsonValue, assertPositiveNumber, expiryOf, findNonJson, splitState } from '../src/store-kit.js';
 
 function rejection(value: unknown): { path: string; message: string } {
   try {
@@ -103,6 +103,35 @@ describe('assertPositiveNumber', () => {
     ];
     for (const [value, limits] of bad) {
       expect(() => assertPositiveNumber('x', value, limits)).toThrow(InvalidArgumentError);
+    }
+  });
+});
+
+describe('expiryOf', () => {
+  const limits = { max: 100 };
+
+  it('names the clock by the option given, and none when neither is', () => {
+    expect(expiryOf({}, limits)).toBeUndefined();
+    expect(expiryOf({ expireAfterIdleSeconds: 1.5 }, limits)).toEqual({ clock: 'idle', seconds: 1.5 });
+    expect(expiryOf({ expireAfterCreateSeconds: 100 }, limits)).toEqual({ clock: 'create', seconds: 100 });
+  });
+
+  it('refuses both clocks at once, a clock the store cannot keep, and bad lengths, with InvalidArgumentError', () => {
+    const refused = (options: object, extra: object = {}) => {
+      try {
+        expiryOf(options, { ...limits, ...extra });
+      } catch (error) {
+        expect(error).toBeInstanceOf(InvalidArgumentError);
+        return error as InvalidArgumentError;
+      }
+      throw new Error('expected a refusal');
+    };
+    expect(refused({ expireAfterIdleSeconds: 1, expireAfterCreateSeconds: 1 }).message).toMatch(/at most one/);
+    const unsupported = refused({ expireAfterIdleSeconds: 5 }, { clocks: ['create'], unsupported: 'the reason' });
+    expect(unsupported.argument).toBe('expireAfterIdleSeconds');
+    expect(unsupported.message).toMatch(/the reason/);
+    for (const value of [0, -1, 101, Number.NaN, Number.POSITIVE_INFINITY, '5', null]) {
+      expect(refused({ expireAfterCreateSeconds: value }).argument).toBe('expireAfterCreateSeconds');
     }
   });
 });
