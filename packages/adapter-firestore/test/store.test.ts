@@ -149,13 +149,16 @@ describe('the 1 MiB document limit', () => {
 });
 
 describe('session time-to-live', () => {
+  /** The stored document of session `s` of user `u`. */
+  const sessionDocument = (appName: string) =>
+    firestore.collection(rootCollection).doc(`k${appName}`).collection('adk_sessions').doc('ku.s').get();
+
   it('stamps the session document with now + expireAfterIdleSeconds on create and on every append', async () => {
     let now = 1_800_000_000_000;
     const sessions = service({ expireAfterIdleSeconds: 60, now: () => now });
     const appName = app();
     const session = await sessions.createSession({ appName, userId: 'u', sessionId: 's' });
-    const head = () =>
-      firestore.collection(rootCollection).doc(`k${appName}`).collection('adk_sessions').doc('ku.s').get();
+    const head = () => sessionDocument(appName);
     expect((await head()).get('expireAt').toMillis()).toBe(1_800_000_060_000);
     now += 5_000;
     await sessions.appendEvent({ session, event: event() });
@@ -167,8 +170,7 @@ describe('session time-to-live', () => {
     const sessions = service({ expireAfterCreateSeconds: 60, now: () => now });
     const appName = app();
     const session = await sessions.createSession({ appName, userId: 'u', sessionId: 's' });
-    const head = () =>
-      firestore.collection(rootCollection).doc(`k${appName}`).collection('adk_sessions').doc('ku.s').get();
+    const head = () => sessionDocument(appName);
     expect((await head()).get('expireAt').toMillis()).toBe(1_800_000_060_000);
     now += 5_000;
     const appended = await sessions.appendEvent({ session, event: event({ n: 1 }) });

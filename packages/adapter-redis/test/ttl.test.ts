@@ -30,8 +30,9 @@ describe('session time to live', () => {
     return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
   }
 
-  it('gives the session, its log and its id map one expiry, moved forward by each append; buckets never expire', async () => {
-    const service = new RedisSessionService({ client, keyPrefix, expireAfterIdleSeconds: 3600 });
+  /** A session made with a one-hour time to live on `clock`, its keys, and its expiry, checked against the server's clock. */
+  async function createHourLong(clock: { expireAfterIdleSeconds: number } | { expireAfterCreateSeconds: number }) {
+    const service = new RedisSessionService({ client, keyPrefix, ...clock });
     const appName = `app-${randomUUID()}`;
     const keys = sessionKeys(keyPrefix, appName, 'u1', 's1', DEFAULT_SHARDS);
     const before = await serverTime();
@@ -40,6 +41,11 @@ describe('session time to live', () => {
     const created = Number(await client.call('pexpiretime', keys.session));
     expect(created).toBeGreaterThanOrEqual(before + 3_600_000);
     expect(created).toBeLessThanOrEqual(after + 3_600_000);
+    return { service, session, keys, created, after };
+  }
+
+  it('gives the session, its log and its id map one expiry, moved forward by each append; buckets never expire', async () => {
+    const { service, session, keys, created, after } = await createHourLong({ expireAfterIdleSeconds: 3600 });
     await service.appendEvent({ session, event: event({ n: 1, 'app:b': 2 }) });
     const touched = Number(await client.call('pexpiretime', keys.session));
     expect(touched).toBeGreaterThanOrEqual(created);
@@ -54,8 +60,8 @@ describe('session time to live', () => {
     expect(await client.pttl(keys.shardIndex)).toBe(-1);
 
     const plain = new RedisSessionService({ client, keyPrefix });
-    await plain.createSession({ appName, userId: 'u1', sessionId: 'forever' });
-    expect(await client.pttl(sessionKeys(keyPrefix, appName, 'u1', 'forever', DEFAULT_SHARDS).session)).toBe(-1);
+    await plain.createSession({ appName: session.appName, userId: 'u1', sessionId: 'forever' });
+    expect(await client.pttl(sessionKeys(keyPrefix, session.appName, 'u1', 'forever', DEFAULT_SHARDS).session)).toBe(-1);
   });
 
   it('an idle session expires with its events; user and app state stay; listings forget it', async () => {
@@ -96,15 +102,7 @@ describe('session time to live', () => {
   });
 
   it('on the creation clock, appends keep the expiry the session got when it was created, and give it to the log', async () => {
-    const service = new RedisSessionService({ client, keyPrefix, expireAfterCreateSeconds: 3600 });
-    const appName = `app-${randomUUID()}`;
-    const keys = sessionKeys(keyPrefix, appName, 'u1', 's1', DEFAULT_SHARDS);
-    const before = await serverTime();
-    const session = await service.createSession({ appName, userId: 'u1', sessionId: 's1', state: { 'user:a': 1 } });
-    const after = await serverTime();
-    const created = Number(await client.call('pexpiretime', keys.session));
-    expect(created).toBeGreaterThanOrEqual(before + 3_600_000);
-    expect(created).toBeLessThanOrEqual(after + 3_600_000);
+    const { service, session, keys, created } = await createHourLong({ expireAfterCreateSeconds: 3600 });
     // Appends later than the creation: an idle clock would move the expiry past `created`.
     await new Promise((resolve) => setTimeout(resolve, 20));
     const appended = await service.appendEvent({ session, event: event({ n: 1, 'app:b': 2 }) });
