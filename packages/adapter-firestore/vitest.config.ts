@@ -1,7 +1,7 @@
 import { createRequire } from 'node:module';
 import { dirname } from 'node:path';
+import { TEST_ENV } from '@adk-state/test-servers/firestore/env';
 import { defineConfig } from 'vitest/config';
-import { TEST_ENV } from './test/support/env.js';
 
 /**
  * `ADK_STATE_FIRESTORE_CLIENT=v7` runs the tests with the lowest client this

@@ -4,9 +4,10 @@ import { spawn } from 'node:child_process';
 
 const none = async () => ({ env: {}, stop: async () => {} });
 
-// A server of an adapter's own test support, run with tsx in that adapter's folder:
-// it prints one JSON line describing itself, then serves until SIGTERM. A helper that
-// is not ready within a minute, or that says something else, is killed.
+// A server launcher of a private workspace package (@adk-state/test-servers,
+// @adk-state/mongo-standin), run with tsx in that package's folder: it prints one JSON
+// line describing itself, then serves until SIGTERM. A helper that is not ready within
+// a minute, or that says something else, is killed.
 async function startHelper(folder, script) {
   const child = spawn(process.execPath, ['--import', 'tsx', script], {
     cwd: new URL(`../../packages/${folder}/`, import.meta.url),
@@ -43,7 +44,7 @@ async function startHelper(folder, script) {
 }
 
 async function startRedis() {
-  const helper = await startHelper('adapter-redis', 'test/support/cli.ts');
+  const helper = await startHelper('test-servers', 'src/redis/cli.ts');
   return { env: { REDIS_URL: helper.info.url }, stop: helper.stop };
 }
 
@@ -57,7 +58,7 @@ async function startMongoStandIn() {
 // says which environment a process that loads @google-cloud/firestore needs: no
 // metadata-server probe, a fixed project, no proxy.
 async function startFirestoreEmulator() {
-  const helper = await startHelper('adapter-firestore', 'test/support/cli.ts');
+  const helper = await startHelper('test-servers', 'src/firestore/cli.ts');
   console.log(`@adk-state/adapter-firestore: smoke test on ${helper.info.description}`);
   return { env: { ...helper.info.env, FIRESTORE_EMULATOR_HOST: helper.info.hostPort }, stop: helper.stop };
 }

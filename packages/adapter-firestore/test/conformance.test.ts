@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { type Capabilities, runConformanceSuite } from '@adk-state/conformance-tests';
+import { signalGroup, waitUntilAnswering } from '@adk-state/test-servers/firestore';
 import type { Firestore } from '@google-cloud/firestore';
 import { afterAll, inject } from 'vitest';
 import { FirestoreSessionService } from '../src/index.js';
 import { emulatorClient } from './support/client.js';
 import { THIRD_PARTY_EMULATOR_DIVERGENCES } from './support/divergences.js';
-import { signalGroup, waitUntilAnswering } from './support/emulator.js';
 
 const emulator = inject('firestoreEmulator');
 /** One root per run, below a parent document, so runs against one emulator never meet. */

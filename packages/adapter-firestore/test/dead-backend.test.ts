@@ -5,11 +5,11 @@
  */
 import net from 'node:net';
 import { BackendError } from '@adk-state/core';
+import { TEST_PROJECT_ID } from '@adk-state/test-servers/firestore/env';
 import { createEvent, createEventActions, type Session } from '@google/adk';
 import { Firestore } from '@google-cloud/firestore';
 import { afterAll, expect, it } from 'vitest';
 import { FirestoreSessionService, FirestoreStore } from '../src/index.js';
-import { TEST_PROJECT_ID } from './support/env.js';
 
 /** A loopback port that was just bound and closed again: connections to it are refused. */
 async function closedPort(): Promise<number> {

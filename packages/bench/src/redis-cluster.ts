@@ -56,7 +56,7 @@ function busiestOverAverage(values: number[]): number {
 
 export async function runRedisCluster(params: ClusterParams): Promise<ClusterResult> {
   const { RedisSessionService, DEFAULT_SHARDS } = await import('@adk-state/adapter-redis');
-  const support = await import('../../adapter-redis/test/support/index.js');
+  const support = await import('@adk-state/test-servers/redis');
   const connectionName = `adk-state-bench-cluster-${randomUUID().slice(0, 8)}`;
   const cluster = new Cluster(params.nodes, { redisOptions: { connectionName } });
   const admins = new Map(params.nodes.map((node) => [label(node), new Redis(node.port, node.host)]));

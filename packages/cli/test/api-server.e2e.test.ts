@@ -4,9 +4,9 @@
  * read back from Redis by a second service.
  */
 import { RedisSessionService } from '@adk-state/adapter-redis';
+import type { RedisServer } from '@adk-state/test-servers/redis';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { RedisServer } from '../../adapter-redis/test/support/redis-server.js';
 import { type CliProcess, call, serveAgentsOnRedis } from './support/cli-process.js';
 
 interface SessionJson {

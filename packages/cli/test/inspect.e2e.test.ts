@@ -6,10 +6,10 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { RedisSessionService } from '@adk-state/adapter-redis';
+import { freePort, type RedisServer, startRedisServer } from '@adk-state/test-servers/redis';
 import { Runner } from '@google/adk';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, type RedisServer, startRedisServer } from '../../adapter-redis/test/support/redis-server.js';
 import type { Timeline } from '../src/index.js';
 import { rootAgent } from './fixtures/agents/greeter/agent.js';
 import { launchBrowser, loopbackPage } from './support/browser.js';

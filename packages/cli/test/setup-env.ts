@@ -3,6 +3,6 @@
  * inherits it) runs with the environment that keeps `@google-cloud/firestore`
  * on loopback: no metadata-server probe, a fixed project, no proxy.
  */
-import { applyTestEnv } from '../../adapter-firestore/test/support/env.js';
+import { applyTestEnv } from '@adk-state/test-servers/firestore/env';
 
 applyTestEnv();

@@ -3,8 +3,8 @@
 import { MemorySessionService } from '@adk-state/adapter-memory';
 import { RedisSessionService } from '@adk-state/adapter-redis';
 import { InvalidArgumentError, isAdkStateError } from '@adk-state/core';
+import { freePort, type RedisServer, startRedisServer } from '@adk-state/test-servers/redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, type RedisServer, startRedisServer } from '../../adapter-redis/test/support/redis-server.js';
 import {
   clusterNodes,
   firestoreLocation,

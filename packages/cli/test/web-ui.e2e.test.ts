@@ -7,9 +7,9 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { RedisSessionService } from '@adk-state/adapter-redis';
+import type { RedisServer } from '@adk-state/test-servers/redis';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { RedisServer } from '../../adapter-redis/test/support/redis-server.js';
 import { launchBrowser, loopbackPage } from './support/browser.js';
 import { type CliProcess, serveAgentsOnRedis } from './support/cli-process.js';
 

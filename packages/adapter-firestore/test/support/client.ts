@@ -2,9 +2,10 @@
  * A Firestore client for the emulator of this run: dummy credentials and a
  * fixed project, so it never asks a metadata server or a token endpoint.
  */
+
+import { TEST_PROJECT_ID } from '@adk-state/test-servers/firestore/env';
 import { Firestore } from '@google-cloud/firestore';
 import { inject } from 'vitest';
-import { TEST_PROJECT_ID } from './env.js';
 
 export function emulatorClient(): Firestore {
   return new Firestore({

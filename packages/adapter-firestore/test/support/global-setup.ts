@@ -3,13 +3,21 @@
  * then one emulator for the whole run, shared by every test file. With
  * FIRESTORE_EMULATOR_HOST set (an emulator started by the caller, on
  * loopback) it is used as is; otherwise Google's emulator is started on
- * 127.0.0.1 when it is installed, else the npm one (see `emulator.ts`), and
- * stopped at the end. The run prints which emulator it uses.
+ * 127.0.0.1 when it is installed, else the npm one (see
+ * `@adk-state/test-servers/firestore`), and stopped at the end. The run
+ * prints which emulator it uses.
  */
+import { type EmulatorInfo, startFirestoreEmulator } from '@adk-state/test-servers/firestore';
+import { applyTestEnv } from '@adk-state/test-servers/firestore/env';
 import type { TestProject } from 'vitest/node';
-import { startFirestoreEmulator } from './emulator.js';
-import { applyTestEnv } from './env.js';
 import { installLoopbackGuard, isLoopback } from './loopback.js';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    /** Which emulator the run uses: Google's or the npm one. */
+    firestoreEmulator: EmulatorInfo;
+  }
+}
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   applyTestEnv();

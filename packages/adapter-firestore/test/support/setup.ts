@@ -3,8 +3,9 @@
  * `@google-cloud/firestore` is loaded): the test environment, the emulator
  * address, and the loopback guard, whose record must stay empty.
  */
+
+import { applyTestEnv } from '@adk-state/test-servers/firestore/env';
 import { afterAll, expect, inject } from 'vitest';
-import { applyTestEnv } from './env.js';
 import { guardRecord, installLoopbackGuard } from './loopback.js';
 
 applyTestEnv();

@@ -1,9 +1,9 @@
 /**
- * Test and benchmark support for the Redis adapter: real servers started on
- * loopback, and round trips counted by the server.
+ * Test support for the Redis adapter: its test event, timed failures and
+ * conformance targets, with the servers (real ones on loopback) and the
+ * round-trip counting of `@adk-state/test-servers/redis`.
  */
+export * from '@adk-state/test-servers/redis';
 export * from './events.js';
-export * from './redis-server.js';
-export * from './round-trips.js';
 export * from './settle.js';
 export * from './targets.js';

@@ -4,8 +4,12 @@
  * names an existing cluster. Without them the tests start their own
  * redis-server processes on 127.0.0.1.
  */
-import type { RedisClusterHandle, RedisServer } from './redis-server.js';
-import { startRedisCluster, startRedisServer } from './redis-server.js';
+import {
+  type RedisClusterHandle,
+  type RedisServer,
+  startRedisCluster,
+  startRedisServer,
+} from '@adk-state/test-servers/redis';
 
 export interface ClusterNode {
   host: string;

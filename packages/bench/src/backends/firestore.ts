@@ -1,10 +1,11 @@
 /**
- * The Firestore emulator of `@adk-state/adapter-firestore` on 127.0.0.1,
- * started by a child process (Google's emulator when it is installed, else
- * `@firestore-emulator/server`), and clients of it that never look beyond
- * loopback.
+ * A Firestore emulator on 127.0.0.1, started in a process of its own by the
+ * launcher of `@adk-state/test-servers` (Google's emulator when it is
+ * installed, else `@firestore-emulator/server`), and clients of it that never
+ * look beyond loopback.
  */
-import { fileURLToPath } from 'node:url';
+import { createRequire } from 'node:module';
+import { firestoreClientEnv } from '@adk-state/test-servers/firestore/env';
 import { Firestore } from '@google-cloud/firestore';
 import type { BackendSpec, RunningBackend } from '../targets/types.js';
 import { startChildServer } from './child.js';
@@ -16,23 +17,15 @@ export interface FirestoreBackend extends RunningBackend {
   client(): Firestore;
 }
 
-const SERVER = fileURLToPath(new URL('../servers/firestore-emulator.ts', import.meta.url));
+const SERVER = createRequire(import.meta.url).resolve('@adk-state/test-servers/firestore/cli');
 const PROJECT_ID = 'adk-state-bench';
-
-const CLIENT_ENV: Record<string, string> = {
-  METADATA_SERVER_DETECTION: 'none',
-  GOOGLE_CLOUD_PROJECT: PROJECT_ID,
-  GCLOUD_PROJECT: PROJECT_ID,
-  FIRESTORE_ENABLE_TRACING: 'off',
-  no_grpc_proxy: '127.0.0.1,localhost,::1',
-};
 
 export const firestoreBackend: BackendSpec<FirestoreBackend> = {
   id: 'firestore',
   label: 'Firestore emulator',
   async start() {
     // No metadata-server detection, no proxy, no tracing: the client talks to the emulator only.
-    Object.assign(process.env, CLIENT_ENV);
+    Object.assign(process.env, firestoreClientEnv(PROJECT_ID));
     // Google's emulator is a JVM: its start may take a while on a loaded machine.
     const server = await startChildServer(SERVER, [], 120_000);
     const hostPort = String(server.info.hostPort);

@@ -1,7 +1,7 @@
 /**
  * A private redis-server for the bench, and a cluster of three masters for
- * the scale-out workload, both started with the Redis adapter's own test
- * helpers (no persistence: no AOF, no snapshots).
+ * the scale-out workload, both started with `@adk-state/test-servers/redis`
+ * (no persistence: no AOF, no snapshots).
  */
 import { Redis } from 'ioredis';
 import type { BackendSpec, Probe, RunningBackend } from '../targets/types.js';
@@ -33,7 +33,7 @@ export const redisBackend: BackendSpec<RedisBackend> = {
   id: 'redis',
   label: 'Redis',
   async start() {
-    const support = await import('../../../adapter-redis/test/support/index.js');
+    const support = await import('@adk-state/test-servers/redis');
     const server = await support.startRedisServer();
     const client = new Redis(server.url);
     let cluster: Awaited<ReturnType<typeof support.startRedisCluster>> | undefined;

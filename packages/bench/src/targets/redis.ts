@@ -11,7 +11,7 @@ export const redisStore = defineTarget<RedisBackend>({
   backend: redisBackend,
   async open(backend): Promise<OpenTarget> {
     const { RedisSessionService } = await import('@adk-state/adapter-redis');
-    const support = await import('../../../adapter-redis/test/support/index.js');
+    const support = await import('@adk-state/test-servers/redis');
     // A named connection, so that the server can tell its commands apart.
     const connectionName = `adk-state-bench-${randomUUID()}`;
     const client = new Redis(backend.url, { connectionName });

@@ -4,7 +4,7 @@
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { freePort, type RedisServer, startRedisServer } from '../../../adapter-redis/test/support/redis-server.js';
+import { freePort, type RedisServer, startRedisServer } from '@adk-state/test-servers/redis';
 
 const CLI = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
 export const AGENTS_DIR = fileURLToPath(new URL('../fixtures/agents', import.meta.url));

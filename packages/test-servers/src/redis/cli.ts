@@ -2,12 +2,13 @@
  * Starts a redis-server on 127.0.0.1 from a shell, for scripts that need one
  * outside a test run (the consumer smoke test, a manual session):
  *
- *   node --import tsx test/support/cli.ts
+ *   pnpm --filter @adk-state/test-servers redis
+ *   node --import tsx src/redis/cli.ts          (in packages/test-servers)
  *
  * Prints one JSON line, `{"url": "redis://127.0.0.1:<port>"}`, then serves
  * until SIGINT or SIGTERM, and stops the server (no persistence) on the way out.
  */
-import { startRedisServer } from './redis-server.js';
+import { startRedisServer } from './server.js';
 
 const server = await startRedisServer();
 process.stdout.write(`${JSON.stringify({ url: server.url })}\n`);

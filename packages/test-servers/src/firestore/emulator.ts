@@ -1,6 +1,7 @@
 /**
- * Starts a Firestore emulator on 127.0.0.1 on a free port, for the test
- * run's global setup, the bench and the consumer smoke test.
+ * Starts a Firestore emulator on 127.0.0.1 on a free port, for the
+ * Firestore store's test run, the CLI's tests, the bench and the consumer
+ * smoke test.
  *
  * Google's emulator (the apt package `google-cloud-cli-firestore-emulator`,
  * a Java server) is the reference and is used whenever it is installed: its
@@ -15,21 +16,32 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import net from 'node:net';
+import { freePort, untilRefused } from '../ports.js';
 
 /** Which emulator runs: Google's or the npm fallback. */
 export type EmulatorKind = 'google' | 'third-party';
 
-/** A running emulator. `hostPort` is what `FIRESTORE_EMULATOR_HOST` expects. */
-export interface FirestoreEmulator {
+/**
+ * What a test run or a script needs to know of a running emulator, and can
+ * pass between processes (it is plain data).
+ */
+export interface EmulatorInfo {
+  /** `host:port`, what `FIRESTORE_EMULATOR_HOST` expects. */
+  hostPort: string;
   kind: EmulatorKind;
   /** Which emulator this is, in words (printed by every script that starts one). */
   description: string;
+  /**
+   * The process group of Google's emulator (launcher and `java`), to pause
+   * and resume it; absent for the in-process npm emulator.
+   */
+  processGroup?: number;
+}
+
+/** A running emulator started by {@link startFirestoreEmulator}. */
+export interface FirestoreEmulator extends EmulatorInfo {
   host: string;
   port: number;
-  hostPort: string;
-  /** The process group of Google's emulator (launcher and `java`); absent for the in-process npm emulator. */
-  processGroup?: number;
   stop(): Promise<void>;
 }
 
@@ -80,18 +92,6 @@ export async function startFirestoreEmulator(): Promise<FirestoreEmulator> {
     );
   }
   return startNpmEmulator(`the fallback: ${GOOGLE_EMULATOR_PACKAGE} is not installed`);
-}
-
-/** A port that was free on 127.0.0.1 a moment ago. */
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, HOST, resolve);
-  });
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
 }
 
 /** True when an HTTP request to the emulator's root gets an answer. */
@@ -154,6 +154,7 @@ export async function startGoogleEmulator(launcher: string): Promise<FirestoreEm
     process.removeListener('exit', reap);
     if (child.exitCode !== null || child.signalCode !== null) {
       signalGroup(group, 'SIGKILL');
+      await untilRefused(port);
       return;
     }
     signalGroup(group, 'SIGCONT');
@@ -166,6 +167,8 @@ export async function startGoogleEmulator(launcher: string): Promise<FirestoreEm
     clearTimeout(timer);
     // The java child may outlive the launcher script: the group goes as a whole.
     signalGroup(group, 'SIGKILL');
+    // Stopped means gone: its port refuses connections (the `java` process dies a moment after the launcher).
+    await untilRefused(port);
   };
 
   try {

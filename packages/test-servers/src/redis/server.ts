@@ -10,10 +10,10 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { freePort, freePorts } from '../ports.js';
 
 const run = promisify(execFile);
 const HOST = '127.0.0.1';
@@ -109,31 +109,6 @@ export async function hasRedisServer(): Promise<boolean> {
   } catch {
     return false;
   }
-}
-
-/** A TCP port on 127.0.0.1 that nothing listens on right now. */
-export async function freePort(): Promise<number> {
-  return (await freePorts(1))[0] as number;
-}
-
-/** `count` distinct TCP ports on 127.0.0.1 that nothing listens on right now. */
-export async function freePorts(count: number): Promise<number[]> {
-  const servers = Array.from({ length: count }, () => createServer());
-  const ports = await Promise.all(
-    servers.map(
-      (server) =>
-        new Promise<number>((resolve, reject) => {
-          server.once('error', reject);
-          server.listen(0, HOST, () => {
-            const address = server.address();
-            if (typeof address === 'object' && address) resolve(address.port);
-            else reject(new Error('no port'));
-          });
-        }),
-    ),
-  );
-  await Promise.all(servers.map((server) => new Promise((resolve) => server.close(resolve))));
-  return ports;
 }
 
 /** Runs redis-cli against a local port and returns its output. */

@@ -1,10 +1,11 @@
 /**
  * Starts a Firestore emulator on 127.0.0.1 from a shell, for scripts that
- * need one outside a test run (the consumer smoke test, a manual session):
- * Google's emulator when it is installed, else the npm one (see
+ * need one outside a test run (the consumer smoke test, the bench, a manual
+ * session): Google's emulator when it is installed, else the npm one (see
  * `emulator.ts`).
  *
- *   node --import tsx test/support/cli.ts
+ *   pnpm --filter @adk-state/test-servers firestore
+ *   node --import tsx src/firestore/cli.ts      (in packages/test-servers)
  *
  * Prints one JSON line, `{"hostPort": "127.0.0.1:<port>", "kind": ...,
  * "description": ..., "env": {...}}`: the value for
