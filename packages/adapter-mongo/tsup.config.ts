@@ -1,4 +1,5 @@
 import { defineConfig } from 'tsup';
 import { packageBuild } from '../../tsup.config.base';
 
-export default defineConfig(packageBuild);
+// Two entries: the package root and `./seed` (bulk seeding for benchmarks and load tests).
+export default defineConfig({ ...packageBuild, entry: { index: 'src/index.ts', seed: 'src/seed.ts' } });

@@ -4,8 +4,8 @@ import { createEvent, type Event } from '@google/adk';
 import type { Firestore } from '@google-cloud/firestore';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FirestoreSessionService } from '../src/index.js';
+import { seedHistory, seedSessions } from '../src/seed.js';
 import { emulatorClient } from './support/client.js';
-import { seedHistory, seedSessions } from './support/seed.js';
 
 let firestore: Firestore;
 let service: FirestoreSessionService;

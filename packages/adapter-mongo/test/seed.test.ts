@@ -2,7 +2,7 @@
 import { MongoClient } from 'mongodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MongoSessionService } from '../src/index.js';
-import { seedHistory, seedSessions } from './seed.js';
+import { seedHistory, seedSessions } from '../src/seed.js';
 import { dropDatabase, event, mongoUrl, uniqueApp, uniqueDbName } from './support.js';
 
 const dbName = uniqueDbName('seed');

@@ -30,13 +30,13 @@ export const firestoreStore = defineTarget<FirestoreBackend>({
       };
     }
     const service = new FirestoreSessionService({ firestore, rootCollection: ROOT_COLLECTION });
-    const seeding = await import('../../../adapter-firestore/test/support/seed.js');
+    const seeding = await import('@adk-state/adapter-firestore/seed');
     return {
       service,
       // The adapter's own bulk seeder writes the documents its appends would write.
       seed: adapterSeeder(seeding, service.store),
       details:
-        "read data written by the adapter's bulk seeder (test/support/seed.ts: one session and one event through the service, the rest in batches on its layout, checked by reading back)",
+        "read data written by the adapter's bulk seeder (@adk-state/adapter-firestore/seed: one session and one event through the service, the rest in batches on its layout, checked by reading back)",
       roundTrips: {
         unit: 'RPCs started by the @google-cloud/firestore client',
         service,

@@ -13,7 +13,7 @@ const HANDSHAKES = new Set(['hello', 'isMaster', 'ismaster']);
 
 async function openMongo(backend: MongoBackend): Promise<OpenTarget> {
   const { MongoSessionService } = await import('@adk-state/adapter-mongo');
-  const seeding = await import('../../../adapter-mongo/test/seed.js');
+  const seeding = await import('@adk-state/adapter-mongo/seed');
   const client = new MongoClient(backend.url, { monitorCommands: true });
   let commands = 0;
   client.on('commandStarted', (event) => {

@@ -64,22 +64,20 @@ export interface Seeder {
   sessions(appName: string, users: string[], count: number): Promise<void>;
 }
 
-/** An adapter's bulk-seeding module (in its test support): both functions work on the adapter's own store. */
+/**
+ * An adapter's bulk-seeding module (`@adk-state/adapter-mongo/seed`,
+ * `@adk-state/adapter-firestore/seed`): both functions work on the adapter's own store.
+ */
 export interface SeedingModule<S> {
   seedHistory(store: S, key: SessionKey, events: Event[]): Promise<void>;
   seedSessions(store: S, appName: string, users: string[], count: number): Promise<void>;
 }
 
-/**
- * The {@link Seeder} of an adapter's seeding module over `store`, the
- * service's store: the same class, seen once through the package's types
- * and once through the adapter's source, hence the cast.
- */
-export function adapterSeeder<S>(seeding: SeedingModule<S>, store: unknown): Seeder {
-  const own = store as S;
+/** The {@link Seeder} of an adapter's seeding module over `store`, the service's store. */
+export function adapterSeeder<S>(seeding: SeedingModule<S>, store: S): Seeder {
   return {
-    history: (key, events) => seeding.seedHistory(own, key, events),
-    sessions: (appName, users, count) => seeding.seedSessions(own, appName, users, count),
+    history: (key, events) => seeding.seedHistory(store, key, events),
+    sessions: (appName, users, count) => seeding.seedSessions(store, appName, users, count),
   };
 }
 

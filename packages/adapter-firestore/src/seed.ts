@@ -1,20 +1,21 @@
 /**
- * Bulk seeding for benchmarks: builds a long history or many sessions in a
- * few batched commits instead of one transaction per append. The first
- * session and event go through the service; their documents are the
- * templates for the rest, written with this adapter's layout and key
- * encodings, so the result is what the service's own calls would have
- * written. What the service then reads back is checked, so a drift from the
- * layout fails loudly instead of seeding the wrong data.
+ * `@adk-state/adapter-firestore/seed`: bulk seeding for benchmarks and load
+ * tests. Builds a long history or many sessions in a few batched commits
+ * instead of one transaction per append. The first session and event go
+ * through the service; their documents are the templates for the rest,
+ * written with this adapter's layout and key encodings, so the result is
+ * what the service's own calls would have written (this package's tests
+ * compare the two). What the service then reads back is checked, so a drift
+ * from the layout fails loudly instead of seeding the wrong data.
  */
 import { randomUUID } from 'node:crypto';
 import { StateSessionService } from '@adk-state/core';
 import { encodeEvent, mergeInto, type SessionKey, splitState } from '@adk-state/core/store';
 import type { Event } from '@google/adk';
 import type { DocumentData, WriteBatch } from '@google-cloud/firestore';
-import { documentId, idOrder, numberKey, storeText } from '../../src/encoding.js';
-import { encodeState, Layout, RECENT_EVENTS, statePaths } from '../../src/layout.js';
-import type { FirestoreStore } from '../../src/store.js';
+import { documentId, idOrder, numberKey, storeText } from './encoding.js';
+import { encodeState, Layout, RECENT_EVENTS, statePaths } from './layout.js';
+import type { FirestoreStore } from './store.js';
 
 /** Writes per commit (Firestore allows 500). */
 const BATCH = 400;
@@ -32,7 +33,13 @@ function ifPresent(template: DocumentData, field: string, value: unknown): Docum
   return field in template ? { [field]: value } : {};
 }
 
-/** Creates the session `key` holding `events` (no `temp:` keys), as appending them one by one would. */
+/**
+ * Creates the session `key`, which must not exist yet, holding `events`
+ * (without `temp:` keys, which an append never stores), as appending them one
+ * by one would; merges the events' `user:` and `app:` keys into the user's and
+ * the app's state. `store` is the store of a `FirestoreSessionService`
+ * (`service.store`).
+ */
 export async function seedHistory(store: FirestoreStore, key: SessionKey, events: Event[]): Promise<void> {
   const service = new StateSessionService(store);
   const layout = new Layout(store.firestore, store.rootCollection);
@@ -91,8 +98,9 @@ export async function seedHistory(store: FirestoreStore, key: SessionKey, events
 }
 
 /**
- * Creates `count` empty sessions `s0`, `s1`, ... of `appName`, spread
- * round-robin over `users`, updated in that order from `createTime` on.
+ * Creates `count` empty sessions `s0`, `s1`, ... in `appName`, an app with no
+ * sessions yet, spread round-robin over `users`, the `i`-th updated at
+ * `createTime + i`.
  */
 export async function seedSessions(
   store: FirestoreStore,

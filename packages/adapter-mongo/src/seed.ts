@@ -1,9 +1,15 @@
 /**
- * Bulk seeding for benchmarks: writes, with a few bulk inserts, exactly the
- * documents that `createSession` followed by one `appendEvent` per event
- * would write, so read workloads over long histories start in seconds.
+ * `@adk-state/adapter-mongo/seed`: bulk seeding for benchmarks and load
+ * tests. Writes, with a few bulk inserts, exactly the documents that
+ * `createSession` followed by one `appendEvent` per event would write (this
+ * package's tests compare them document by document), so that read workloads
+ * over long histories or many sessions start in seconds. Each seeder then
+ * reads its work back through the service and throws if the service does not
+ * see what was meant: a drift from the layout fails loudly instead of seeding
+ * the wrong data.
  */
 import { randomInt, randomUUID } from 'node:crypto';
+import { StateSessionService } from '@adk-state/core';
 import { type Bucket, encodeEvent, mergeInto, type SessionKey, splitState, utf16OrderKey } from '@adk-state/core/store';
 import type { Event } from '@google/adk';
 import {
@@ -16,8 +22,8 @@ import {
   stateSets,
   toStateFields,
   userBucketId,
-} from '../src/layout.js';
-import type { MongoStore } from '../src/store.js';
+} from './layout.js';
+import type { MongoStore } from './store.js';
 
 const BATCH = 1000;
 
@@ -35,7 +41,13 @@ async function mergeBucket(store: MongoStore, id: object, delta: Bucket): Promis
     );
 }
 
-/** Creates the session `key` (created at `createTime`) holding `events`, as the service would have stored them. */
+/**
+ * Creates the session `key`, which must not exist yet, created at
+ * `createTime` and holding `events` (without `temp:` keys, which an append
+ * never stores), as the service would have stored them; merges the events'
+ * `user:` and `app:` keys into the user's and the app's state. `store` is the
+ * store of a `MongoSessionService` (`service.store`).
+ */
 export async function seedHistory(
   store: MongoStore,
   key: SessionKey,
@@ -77,9 +89,19 @@ export async function seedHistory(
   await store.db.collection(store.names.sessions).insertOne(head as never);
   await mergeBucket(store, userBucketId(key.appName, key.userId), user);
   await mergeBucket(store, appBucketId(key.appName), app);
+
+  const check = await new StateSessionService(store).getSession({ ...key, config: { numRecentEvents: 2 } });
+  const ids = (list: Event[] | undefined) => list?.map((event) => event.id).join() ?? '';
+  if (!check || ids(check.events) !== ids(events.slice(-2))) {
+    throw new Error('seedHistory: the seeded history does not read back as appended');
+  }
 }
 
-/** Creates `count` empty sessions of `appName`, spread round-robin over `users`, with increasing update times. */
+/**
+ * Creates `count` empty sessions with random ids in `appName`, an app with no
+ * sessions yet, spread round-robin over `users`, the `i`-th updated at
+ * `createTime + i`.
+ */
 export async function seedSessions(
   store: MongoStore,
   appName: string,
@@ -88,10 +110,13 @@ export async function seedSessions(
   createTime = Date.now(),
 ): Promise<void> {
   await store.ready();
+  if (count <= 0 || users.length === 0) return;
+  let lastId = '';
   for (let start = 0; start < count; start += BATCH) {
     const docs: SessionDoc[] = [];
     for (let i = start; i < Math.min(count, start + BATCH); i++) {
       const id = randomUUID();
+      lastId = id;
       docs.push({
         _id: sessionId(appName, users[i % users.length] as string, id),
         sortId: utf16OrderKey(id),
@@ -103,5 +128,10 @@ export async function seedSessions(
       });
     }
     await store.db.collection(store.names.sessions).insertMany(docs as never[], { ordered: false });
+  }
+
+  const page = await new StateSessionService(store).listSessions({ appName, limit: 1, order: 'desc' });
+  if (page.totalItems !== count || page.sessions[0]?.id !== lastId) {
+    throw new Error('seedSessions: the seeded sessions do not list as created');
   }
 }
