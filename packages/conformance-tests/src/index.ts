@@ -6,12 +6,21 @@
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { type FaultWatch, watchProcessFaults } from './faults.js';
 import { allGroups } from './groups/index.js';
-import { type GroupApi, type TestKit, uniqueName } from './kit.js';
+import { createKit, type GroupApi } from './kit.js';
 import type { ConformanceService, ConformanceTarget } from './target.js';
 
 export { HOSTILE_IDS, LONG_USER_ID } from './groups/hostile.js';
 export { allGroups } from './groups/index.js';
-export type { Group, GroupApi, TestKit, TestOptions } from './kit.js';
+export type {
+  FreshOptions,
+  FreshStart,
+  Group,
+  GroupApi,
+  ReloadOptions,
+  SessionRef,
+  TestKit,
+  TestOptions,
+} from './kit.js';
 export {
   callTool,
   type RecordedRequest,
@@ -72,15 +81,14 @@ export function runConformanceSuite<S extends ConformanceService>(target: Confor
             const reason = divergences.get(id);
             const run = async () => {
               const made: S[] = [];
-              const kit: TestKit = {
-                async service(options = {}) {
+              const kit = createKit(
+                async (options) => {
                   const service = await target.create(options);
                   made.push(service);
                   return service;
                 },
-                app: (label) => uniqueName(label),
-                ...(outage && !('absent' in outage) ? { outage } : {}),
-              };
+                outage && !('absent' in outage) ? outage : undefined,
+              );
               const seen = faults?.count() ?? 0;
               try {
                 await body(kit);

@@ -1,10 +1,11 @@
 /**
- * The few helpers every group uses: a per-test kit that makes services and
- * unique names, and exact assertions on typed errors and ADK events.
+ * The few helpers every group uses: a per-test kit that makes services,
+ * unique names and sessions and reads sessions back, and exact assertions on
+ * typed errors and ADK events.
  */
 import { randomUUID } from 'node:crypto';
 import type { StateSessionServiceOptions } from '@adk-state/core';
-import { createEvent, type Event, type Session } from '@google/adk';
+import { createEvent, type Event, type GetSessionConfig, type Session } from '@google/adk';
 import { expect } from 'vitest';
 import type { Capabilities, ConformanceService, OutageControl } from './target.js';
 
@@ -14,8 +15,112 @@ export interface TestKit {
   service(options?: StateSessionServiceOptions): Promise<ConformanceService>;
   /** An app name no other test uses; `label` makes failures easier to read. */
   app(label?: string): string;
+  /**
+   * The usual start of a test: a new service (as {@link TestKit.service})
+   * and a new session in an app no other test uses, for user `'u1'` unless
+   * `userId` says otherwise.
+   */
+  fresh(options?: FreshOptions): Promise<FreshStart>;
+  /**
+   * Reads `session` again, by its own `appName`, `userId` and `id`, and fails
+   * the test when it is no longer stored or comes back under another key.
+   * Reads through the test's service; a test that made more than one names
+   * the reader with `service`. `numRecentEvents` and `afterTimestamp` go to
+   * `getSession` as its config.
+   */
+  reload(session: SessionRef, options?: ReloadOptions): Promise<Session>;
   /** The target's outage control, in tests that require the `outage` capability. */
   outage?: OutageControl;
+}
+
+/** How {@link TestKit.fresh} makes its session. */
+export interface FreshOptions {
+  /** The session's id; left out, the service generates one. */
+  sessionId?: string;
+  /** The session's initial state. */
+  state?: Record<string, unknown>;
+  /** The session's user; `'u1'` when left out (the app is the test's own anyway). */
+  userId?: string;
+  /** Shows in the app name, as with {@link TestKit.app}. */
+  label?: string;
+  /** Options of the new service (`onStale`, `timeoutMs`, ...). */
+  serviceOptions?: StateSessionServiceOptions;
+}
+
+/** What {@link TestKit.fresh} gives back. */
+export interface FreshStart {
+  service: ConformanceService;
+  /** The session as `createSession` returned it. */
+  session: Session;
+  appName: string;
+  userId: string;
+}
+
+/** The key of a session to read again: a session itself will do. */
+export type SessionRef = Pick<Session, 'appName' | 'userId' | 'id'>;
+
+/** How {@link TestKit.reload} reads. */
+export interface ReloadOptions extends GetSessionConfig {
+  /** The service that reads; required once the test has made more than one. */
+  service?: ConformanceService;
+}
+
+/**
+ * The kit of one test over `create` (which makes a service from the target
+ * and arranges its disposal).
+ */
+export function createKit(
+  create: (options: StateSessionServiceOptions) => Promise<ConformanceService>,
+  outage?: OutageControl,
+): TestKit {
+  const made: ConformanceService[] = [];
+  const kit: TestKit = {
+    async service(options = {}) {
+      const service = await create(options);
+      made.push(service);
+      return service;
+    },
+    app: (label) => uniqueName(label),
+    async fresh(options = {}) {
+      const { sessionId, state, label, serviceOptions } = options;
+      const service = await kit.service(serviceOptions);
+      const appName = kit.app(label);
+      const userId = options.userId ?? 'u1';
+      const session = await service.createSession({
+        appName,
+        userId,
+        ...(sessionId === undefined ? {} : { sessionId }),
+        ...(state === undefined ? {} : { state }),
+      });
+      return { service, session, appName, userId };
+    },
+    async reload(session, options = {}) {
+      const { service = theOnly(made), ...config } = options;
+      const key = { appName: session.appName, userId: session.userId, sessionId: session.id };
+      const loaded = await service.getSession(Object.keys(config).length === 0 ? key : { ...key, config });
+      const name = JSON.stringify([key.appName, key.userId, key.sessionId]);
+      expect(loaded, `session ${name} must still be stored`).toBeDefined();
+      const got = loaded as Session;
+      expect([got.appName, got.userId, got.id], `session ${name} must come back under its own key`).toEqual([
+        key.appName,
+        key.userId,
+        key.sessionId,
+      ]);
+      return got;
+    },
+    ...(outage ? { outage } : {}),
+  };
+  return kit;
+}
+
+/** The one service a test made, which `reload` reads through unless told otherwise. */
+function theOnly(made: readonly ConformanceService[]): ConformanceService {
+  const [only] = made;
+  if (only === undefined) throw new Error('kit.reload: the test has made no service to read through');
+  if (made.length > 1) {
+    throw new Error(`kit.reload: the test made ${made.length} services; name the one that reads with { service }`);
+  }
+  return only;
 }
 
 export interface TestOptions {
