@@ -6,9 +6,7 @@ export const deletion: Group = {
   title: 'delete removes one session and its events',
   define({ test }) {
     test('a deleted session is gone with its events; user and app state stay', async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
-      const session = await service.createSession({ appName, userId: 'u1', sessionId: 's1', state: { a: 1 } });
+      const { service, session, appName } = await kit.fresh({ sessionId: 's1', state: { a: 1 } });
       await put(service, session, { 'user:u': 1, 'app:x': 2, b: 3 });
       await service.deleteSession({ appName, userId: 'u1', sessionId: 's1' });
       expect(await service.getSession({ appName, userId: 'u1', sessionId: 's1' })).toBeUndefined();
@@ -18,45 +16,37 @@ export const deletion: Group = {
     });
 
     test('recreating a deleted id starts with no history and only the new state', async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
-      const old = await service.createSession({ appName, userId: 'u1', sessionId: 's1', state: { a: 1 } });
+      const { service, session: old, appName } = await kit.fresh({ sessionId: 's1', state: { a: 1 } });
       await put(service, old, { b: 2, 'user:kept': true });
       await service.deleteSession({ appName, userId: 'u1', sessionId: 's1' });
-      const fresh = await service.createSession({ appName, userId: 'u1', sessionId: 's1', state: { c: 3 } });
-      expect(plain(fresh.state)).toEqual({ c: 3, 'user:kept': true });
-      const loaded = await service.getSession({ appName, userId: 'u1', sessionId: 's1' });
-      expect(loaded?.events).toEqual([]);
-      expect(plain(loaded?.state)).toEqual({ c: 3, 'user:kept': true });
+      const recreated = await service.createSession({ appName, userId: 'u1', sessionId: 's1', state: { c: 3 } });
+      expect(plain(recreated.state)).toEqual({ c: 3, 'user:kept': true });
+      const loaded = await kit.reload(recreated);
+      expect(loaded.events).toEqual([]);
+      expect(plain(loaded.state)).toEqual({ c: 3, 'user:kept': true });
     });
 
     test('deleting an unknown key is a no-op', async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
-      await service.createSession({ appName, userId: 'u1', sessionId: 's1' });
+      const { service, session, appName } = await kit.fresh({ sessionId: 's1' });
       await service.deleteSession({ appName, userId: 'u1', sessionId: 'nope' });
       await service.deleteSession({ appName, userId: 'u2', sessionId: 's1' });
       await service.deleteSession({ appName: kit.app(), userId: 'u1', sessionId: 's1' });
-      expect((await service.getSession({ appName, userId: 'u1', sessionId: 's1' }))?.id).toBe('s1');
+      expect((await kit.reload(session)).id).toBe('s1');
     });
 
     test("deleting one user's session leaves another user's session with the same id", async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
-      const mine = await service.createSession({ appName, userId: 'u1', sessionId: 'same' });
+      const { service, session: mine, appName } = await kit.fresh({ sessionId: 'same' });
       const theirs = await service.createSession({ appName, userId: 'u2', sessionId: 'same' });
       await put(service, mine, { who: 1 });
       await put(service, theirs, { who: 2 });
       await service.deleteSession({ appName, userId: 'u1', sessionId: 'same' });
-      const left = await service.getSession({ appName, userId: 'u2', sessionId: 'same' });
-      expect(left?.state.who).toBe(2);
-      expect(left?.events).toHaveLength(1);
+      const left = await kit.reload(theirs);
+      expect(left.state.who).toBe(2);
+      expect(left.events).toHaveLength(1);
     });
 
     test('appending to a deleted session is a SessionNotFoundError and stores nothing', async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
-      const session = await service.createSession({ appName, userId: 'u1', sessionId: 's1' });
+      const { service, session, appName } = await kit.fresh({ sessionId: 's1' });
       await service.deleteSession({ appName, userId: 'u1', sessionId: 's1' });
       const error = await expectCode(
         put(service, session, { a: 1, 'user:b': 2 }),
@@ -69,14 +59,11 @@ export const deletion: Group = {
     });
 
     test('a session with many events is deleted whole', async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
-      const session = await service.createSession({ appName, userId: 'u1', sessionId: 's1' });
+      const { service, session, appName } = await kit.fresh({ sessionId: 's1' });
       for (let i = 0; i < 250; i++) await put(service, session, { i });
       await service.deleteSession({ appName, userId: 'u1', sessionId: 's1' });
-      await service.createSession({ appName, userId: 'u1', sessionId: 's1' });
-      const loaded = await service.getSession({ appName, userId: 'u1', sessionId: 's1' });
-      expect(loaded?.events).toEqual([]);
+      const recreated = await service.createSession({ appName, userId: 'u1', sessionId: 's1' });
+      expect((await kit.reload(recreated)).events).toEqual([]);
     });
   },
 };

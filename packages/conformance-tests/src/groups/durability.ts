@@ -1,5 +1,4 @@
 /** Durability: what one service instance stored, another instance on the same backend reads. */
-import type { Session } from '@google/adk';
 import { expect } from 'vitest';
 import { type Group, ids, plain, put } from '../kit.js';
 
@@ -9,19 +8,13 @@ export const durability: Group = {
     test(
       'a second service instance reads the state, buckets and events the first one stored',
       async (kit) => {
-        const writer = await kit.service();
-        const appName = kit.app();
-        const session = await writer.createSession({
-          appName,
-          userId: 'u1',
-          sessionId: 's1',
-          state: { a: 1, 'user:b': 2, 'app:c': 3, 'temp:d': 4 },
-        });
+        const state = { a: 1, 'user:b': 2, 'app:c': 3, 'temp:d': 4 };
+        const { service: writer, session, appName } = await kit.fresh({ sessionId: 's1', state });
         const appended = [];
         for (let i = 0; i < 5; i++) appended.push((await put(writer, session, { i, 'temp:t': i })).id);
         const reader = await kit.service();
-        const loaded = await reader.getSession({ appName, userId: 'u1', sessionId: 's1' });
-        expect(plain(loaded?.state)).toEqual({ a: 1, i: 4, 'user:b': 2, 'app:c': 3 });
+        const loaded = await kit.reload(session, { service: reader });
+        expect(plain(loaded.state)).toEqual({ a: 1, i: 4, 'user:b': 2, 'app:c': 3 });
         expect(ids(loaded)).toEqual(appended);
         expect(await reader.getUserState({ appName, userId: 'u1' })).toEqual({ b: 2 });
         expect(await reader.getAppState({ appName })).toEqual({ c: 3 });
@@ -38,11 +31,11 @@ export const durability: Group = {
         const appName = kit.app();
         const session = await first.createSession({ appName, userId: 'u1', sessionId: 's1' });
         await put(first, session, { a: 1 });
-        const loaded = (await second.getSession({ appName, userId: 'u1', sessionId: 's1' })) as Session;
+        const loaded = await kit.reload(session, { service: second });
         await put(second, loaded, { a: 2 });
         const stale = await put(first, session, { a: 3 }).catch((error: { code?: string }) => error.code);
         expect(stale).toBe('STALE_SESSION');
-        expect((await first.getSession({ appName, userId: 'u1', sessionId: 's1' }))?.state.a).toBe(2);
+        expect((await kit.reload(session, { service: first })).state.a).toBe(2);
       },
       { requires: 'sharedBackend' },
     );

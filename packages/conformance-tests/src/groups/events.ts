@@ -6,21 +6,17 @@ export const events: Group = {
   title: 'events keep their order and filter exactly',
   define({ test }) {
     test('events come back in append order, never re-sorted by timestamp', async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
-      const session = await service.createSession({ appName, userId: 'u1' });
+      const { service, session } = await kit.fresh();
       const stamps = [5_000, 1_000, 9_000, 1_000, 3_000];
       const appended = [];
       for (const timestamp of stamps) appended.push(await put(service, session, {}, { timestamp }));
-      const loaded = await service.getSession({ appName, userId: 'u1', sessionId: session.id });
+      const loaded = await kit.reload(session);
       expect(ids(loaded)).toEqual(appended.map((event) => event.id));
-      expect(loaded?.events.map((event) => event.timestamp)).toEqual(stamps);
+      expect(loaded.events.map((event) => event.timestamp)).toEqual(stamps);
     });
 
     test('events are rebuilt as real ADK events with every field intact', async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
-      const session = await service.createSession({ appName, userId: 'u1' });
+      const { service, session } = await kit.fresh();
       const event = makeEvent(
         { k: { deep: [1] } },
         {
@@ -36,8 +32,8 @@ export const events: Group = {
         },
       );
       await service.appendEvent({ session, event });
-      const loaded = await service.getSession({ appName, userId: 'u1', sessionId: session.id });
-      const stored = loaded?.events[0];
+      const loaded = await kit.reload(session);
+      const stored = loaded.events[0];
       expect(isAdkEvent(stored)).toBe(true);
       expect(stored?.id).toBe(event.id);
       expect(stored?.author).toBe('planner');
@@ -50,36 +46,29 @@ export const events: Group = {
     });
 
     test('the stored lastUpdateTime is the timestamp of the last appended event, even an older one', async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
-      const session = await service.createSession({ appName, userId: 'u1' });
+      const { service, session } = await kit.fresh();
       await put(service, session, {}, { timestamp: 2_000_000_000_000 });
       expect(session.lastUpdateTime).toBe(2_000_000_000_000);
       await put(service, session, {}, { timestamp: 1_000_000_000_000 });
       expect(session.lastUpdateTime).toBe(1_000_000_000_000);
-      const loaded = await service.getSession({ appName, userId: 'u1', sessionId: session.id });
-      expect(loaded?.lastUpdateTime).toBe(1_000_000_000_000);
+      const loaded = await kit.reload(session);
+      expect(loaded.lastUpdateTime).toBe(1_000_000_000_000);
     });
 
     test('numRecentEvents keeps the last n; 0 gives none; more than stored gives all', async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
-      const session = await service.createSession({ appName, userId: 'u1' });
+      const { service, session } = await kit.fresh();
       const appended = [];
       for (let i = 0; i < 7; i++) appended.push((await put(service, session, { i })).id);
-      const read = (numRecentEvents: number) =>
-        service.getSession({ appName, userId: 'u1', sessionId: session.id, config: { numRecentEvents } });
+      const read = (numRecentEvents: number) => kit.reload(session, { numRecentEvents });
       expect(ids(await read(3))).toEqual(appended.slice(4));
       expect(ids(await read(1))).toEqual(appended.slice(6));
       expect(ids(await read(0))).toEqual([]);
       expect(ids(await read(100))).toEqual(appended);
-      expect(plain((await read(0))?.state)).toEqual({ i: 6 });
+      expect(plain((await read(0)).state)).toEqual({ i: 6 });
     });
 
     test('a negative or fractional numRecentEvents is an InvalidArgumentError', async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
-      const session = await service.createSession({ appName, userId: 'u1' });
+      const { service, session, appName } = await kit.fresh();
       for (const numRecentEvents of [-1, 1.5, Number.NaN]) {
         await expectCode(
           service.getSession({ appName, userId: 'u1', sessionId: session.id, config: { numRecentEvents } }),
@@ -90,19 +79,12 @@ export const events: Group = {
     });
 
     test('afterTimestamp keeps the events strictly after it', async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
-      const session = await service.createSession({ appName, userId: 'u1' });
+      const { service, session } = await kit.fresh();
       const appended = [];
       for (const timestamp of [1_000, 2_000, 3_000, 4_000])
         appended.push((await put(service, session, {}, { timestamp })).id);
       const read = (afterTimestamp: number, numRecentEvents?: number) =>
-        service.getSession({
-          appName,
-          userId: 'u1',
-          sessionId: session.id,
-          config: numRecentEvents === undefined ? { afterTimestamp } : { afterTimestamp, numRecentEvents },
-        });
+        kit.reload(session, numRecentEvents === undefined ? { afterTimestamp } : { afterTimestamp, numRecentEvents });
       expect(ids(await read(2_000))).toEqual(appended.slice(2));
       expect(ids(await read(2_500))).toEqual(appended.slice(2));
       expect(ids(await read(999))).toEqual(appended);
@@ -112,14 +94,11 @@ export const events: Group = {
     });
 
     test('afterTimestamp on a log whose timestamps go back keeps the tail after the last event at or before it', async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
-      const session = await service.createSession({ appName, userId: 'u1' });
+      const { service, session } = await kit.fresh();
       const appended = [];
       for (const timestamp of [5_000, 1_000, 7_000, 8_000])
         appended.push((await put(service, session, {}, { timestamp })).id);
-      const read = (afterTimestamp: number) =>
-        service.getSession({ appName, userId: 'u1', sessionId: session.id, config: { afterTimestamp } });
+      const read = (afterTimestamp: number) => kit.reload(session, { afterTimestamp });
       expect(ids(await read(3_000))).toEqual(appended.slice(2));
       expect(ids(await read(6_000))).toEqual(appended.slice(2));
       expect(ids(await read(500))).toEqual(appended);
@@ -127,34 +106,25 @@ export const events: Group = {
     });
 
     test('the state is whole whatever the event filter', async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
-      const session = await service.createSession({ appName, userId: 'u1' });
+      const { service, session } = await kit.fresh();
       await put(service, session, { a: 1, 'user:b': 2 }, { timestamp: 1_000 });
       await put(service, session, { c: 3, 'app:d': 4 }, { timestamp: 2_000 });
-      const loaded = await service.getSession({
-        appName,
-        userId: 'u1',
-        sessionId: session.id,
-        config: { afterTimestamp: 5_000, numRecentEvents: 0 },
-      });
-      expect(plain(loaded?.state)).toEqual({ a: 1, c: 3, 'user:b': 2, 'app:d': 4 });
-      expect(loaded?.events).toEqual([]);
+      const loaded = await kit.reload(session, { afterTimestamp: 5_000, numRecentEvents: 0 });
+      expect(plain(loaded.state)).toEqual({ a: 1, c: 3, 'user:b': 2, 'app:d': 4 });
+      expect(loaded.events).toEqual([]);
     });
 
     test('a partial event is returned untouched and nothing is stored', async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
-      const session = await service.createSession({ appName, userId: 'u1' });
+      const { service, session } = await kit.fresh();
       const event = makeEvent({ 'temp:t': 1, a: 1 }, { partial: true });
       const returned = await service.appendEvent({ session, event });
       expect(returned).toBe(event);
       expect(plain(event.actions.stateDelta)).toEqual({ 'temp:t': 1, a: 1 });
       expect(session.events).toEqual([]);
       expect(plain(session.state)).toEqual({});
-      const loaded = await service.getSession({ appName, userId: 'u1', sessionId: session.id });
-      expect(loaded?.events).toEqual([]);
-      expect(plain(loaded?.state)).toEqual({});
+      const loaded = await kit.reload(session);
+      expect(loaded.events).toEqual([]);
+      expect(plain(loaded.state)).toEqual({});
       await put(service, session, { b: 1 });
       expect(plain(session.state)).toEqual({ b: 1 });
     });

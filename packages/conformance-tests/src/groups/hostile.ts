@@ -147,26 +147,16 @@ export const hostile: Group = {
     });
 
     test('every hostile string works as an event id, and a 2,000-byte user id lists and reads back', async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
-      const session = await service.createSession({ appName, userId: LONG_USER_ID, sessionId: 's' });
+      const { service, session, appName } = await kit.fresh({ userId: LONG_USER_ID, sessionId: 's' });
       for (const id of HOSTILE_IDS) await put(service, session, { last: id }, { id });
-      const loaded = await service.getSession({ appName, userId: LONG_USER_ID, sessionId: 's' });
+      const loaded = await kit.reload(session);
       expect(ids(loaded)).toEqual([...HOSTILE_IDS]);
-      expect(loaded?.userId).toBe(LONG_USER_ID);
-      const recent = await service.getSession({
-        appName,
-        userId: LONG_USER_ID,
-        sessionId: 's',
-        config: { numRecentEvents: 3 },
-      });
-      expect(ids(recent)).toEqual(HOSTILE_IDS.slice(-3));
+      expect(loaded.userId).toBe(LONG_USER_ID);
+      expect(ids(await kit.reload(session, { numRecentEvents: 3 }))).toEqual(HOSTILE_IDS.slice(-3));
       // Appending an already stored id again replaces that event in place.
       const again = HOSTILE_IDS[HOSTILE_IDS.length - 8] as string;
       await put(service, session, { last: 'again' }, { id: again });
-      expect(ids(await service.getSession({ appName, userId: LONG_USER_ID, sessionId: 's' }))).toEqual([
-        ...HOSTILE_IDS,
-      ]);
+      expect(ids(await kit.reload(session))).toEqual([...HOSTILE_IDS]);
       for (const listed of [
         await service.listSessions({ appName, userId: LONG_USER_ID }),
         await service.listSessions({ appName }),
@@ -225,8 +215,6 @@ export const hostile: Group = {
     });
 
     test('hostile state keys round-trip exactly in every scope', async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
       const keys = [
         'a.b',
         '$set',
@@ -251,19 +239,19 @@ export const hostile: Group = {
         state[`user:${key}`] = `u-${key}`;
         state[`app:${key}`] = `a-${key}`;
       }
-      const created = await service.createSession({ appName, userId: 'u1', state: {} });
+      const { service, session: created, appName } = await kit.fresh({ state: {} });
       await put(service, created, state);
-      const loaded = await service.getSession({ appName, userId: 'u1', sessionId: created.id });
-      expect(Object.keys(loaded?.state ?? {}).sort()).toEqual(Object.keys(state).sort());
+      const loaded = await kit.reload(created);
+      expect(Object.keys(loaded.state).sort()).toEqual(Object.keys(state).sort());
       for (const key of Object.keys(state)) {
-        expect(Object.getOwnPropertyDescriptor(loaded?.state, key)?.value).toBe(
+        expect(Object.getOwnPropertyDescriptor(loaded.state, key)?.value).toBe(
           Object.getOwnPropertyDescriptor(state, key)?.value,
         );
       }
       const user = await service.getUserState({ appName, userId: 'u1' });
       expect(Object.getOwnPropertyDescriptor(user, '__proto__')?.value).toBe('u-__proto__');
       expect(user['a.b']).toBe('u-a.b');
-      expect(Object.getPrototypeOf(loaded?.state)).toBe(Object.prototype);
+      expect(Object.getPrototypeOf(loaded.state)).toBe(Object.prototype);
     });
   },
 };

@@ -23,13 +23,11 @@ export const identity: Group = {
     });
 
     test('a stored session reads back with the lastUpdateTime of its creation', async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
-      const created = await service.createSession({ appName, userId: 'u1', sessionId: 's1' });
-      const loaded = await service.getSession({ appName, userId: 'u1', sessionId: 's1' });
-      expect(loaded?.lastUpdateTime).toBe(created.lastUpdateTime);
-      expect(loaded?.id).toBe('s1');
-      expect(loaded?.events).toEqual([]);
+      const { session: created } = await kit.fresh({ sessionId: 's1' });
+      const loaded = await kit.reload(created);
+      expect(loaded.lastUpdateTime).toBe(created.lastUpdateTime);
+      expect(loaded.id).toBe('s1');
+      expect(loaded.events).toEqual([]);
     });
 
     test('an omitted or empty sessionId generates a distinct UUID v4', async (kit) => {
@@ -40,15 +38,11 @@ export const identity: Group = {
       expect(a.id).toMatch(UUID_V4);
       expect(b.id).toMatch(UUID_V4);
       expect(a.id).not.toBe(b.id);
-      expect((await service.getSession({ appName, userId: 'u1', sessionId: b.id }))?.id).toBe(b.id);
+      expect((await kit.reload(b)).id).toBe(b.id);
     });
 
     test('creating an existing key fails with AlreadyExistsError and changes nothing', async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
-      const session = await service.createSession({
-        appName,
-        userId: 'u1',
+      const { service, session, appName } = await kit.fresh({
         sessionId: 's1',
         state: { a: 1, 'user:u': 1, 'app:x': 1 },
       });
@@ -59,9 +53,9 @@ export const identity: Group = {
         'AlreadyExistsError',
       );
       expect(error.message.startsWith('Session with id s1 already exists.')).toBe(true);
-      const loaded = await service.getSession({ appName, userId: 'u1', sessionId: 's1' });
-      expect(plain(loaded?.state)).toEqual({ a: 2, 'user:u': 1, 'app:x': 1 });
-      expect(loaded?.events).toHaveLength(1);
+      const loaded = await kit.reload(session);
+      expect(plain(loaded.state)).toEqual({ a: 2, 'user:u': 1, 'app:x': 1 });
+      expect(loaded.events).toHaveLength(1);
     });
 
     test('the same sessionId may exist for two users, and each sees only its own', async (kit) => {
@@ -103,25 +97,20 @@ export const identity: Group = {
     });
 
     test('a returned session is a copy: mutating it never changes storage', async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
-      const created = await service.createSession({
-        appName,
-        userId: 'u1',
+      const { service, session: created } = await kit.fresh({
         sessionId: 's1',
         state: { nested: { list: [1, 2] }, 'user:u': { v: 1 } },
       });
       (created.state.nested as { list: number[] }).list.push(3);
       created.state.added = true;
       await put(service, created, { n: 1 });
-      const loaded = await service.getSession({ appName, userId: 'u1', sessionId: 's1' });
-      expect(loaded).toBeDefined();
-      (loaded!.state['user:u'] as { v: number }).v = 99;
-      loaded!.events.length = 0;
-      loaded!.state.nested = 'gone';
-      const again = await service.getSession({ appName, userId: 'u1', sessionId: 's1' });
-      expect(plain(again?.state)).toEqual({ nested: { list: [1, 2] }, n: 1, 'user:u': { v: 1 } });
-      expect(again?.events).toHaveLength(1);
+      const loaded = await kit.reload(created);
+      (loaded.state['user:u'] as { v: number }).v = 99;
+      loaded.events.length = 0;
+      loaded.state.nested = 'gone';
+      const again = await kit.reload(created);
+      expect(plain(again.state)).toEqual({ nested: { list: [1, 2] }, n: 1, 'user:u': { v: 1 } });
+      expect(again.events).toHaveLength(1);
     });
 
     test('getOrCreateSession returns the stored session, or creates it when missing', async (kit) => {

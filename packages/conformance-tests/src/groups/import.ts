@@ -38,10 +38,10 @@ export const importing: Group = {
       const appName = kit.app();
       const source = copied(appName, 's1');
       expect(await service.importSession(source)).toBe('imported');
-      const loaded = await service.getSession({ appName, userId: 'u1', sessionId: 's1' });
-      expect(plain(loaded?.state)).toEqual(source.state);
-      expect(json(loaded?.events)).toEqual(json(source.events));
-      expect(loaded?.lastUpdateTime).toBe(source.lastUpdateTime);
+      const loaded = await kit.reload(source);
+      expect(plain(loaded.state)).toEqual(source.state);
+      expect(json(loaded.events)).toEqual(json(source.events));
+      expect(loaded.lastUpdateTime).toBe(source.lastUpdateTime);
       expect(await service.getUserState({ appName, userId: 'u1' })).toEqual({ seen: 3 });
       expect(await service.getAppState({ appName })).toEqual({ shared: 'yes' });
       const listed = await service.listSessions({ appName });
@@ -55,45 +55,37 @@ export const importing: Group = {
       const appName = kit.app();
       const source = { ...copied(appName, 'quiet', 0), state: { only: 'state' } };
       expect(await service.importSession(source)).toBe('imported');
-      const loaded = await service.getSession({ appName, userId: 'u1', sessionId: 'quiet' });
-      expect(plain(loaded?.state)).toEqual({ only: 'state' });
-      expect(loaded?.events).toEqual([]);
-      expect(loaded?.lastUpdateTime).toBe(source.lastUpdateTime);
+      const loaded = await kit.reload(source);
+      expect(plain(loaded.state)).toEqual({ only: 'state' });
+      expect(loaded.events).toEqual([]);
+      expect(loaded.lastUpdateTime).toBe(source.lastUpdateTime);
     });
 
     test('the imported session takes appends like any other (revision, filters, order)', async (kit) => {
       const service = await kit.service();
       const appName = kit.app();
-      await service.importSession(copied(appName, 's1'));
-      const loaded = await service.getSession({ appName, userId: 'u1', sessionId: 's1' });
-      if (!loaded) throw new Error('the imported session is missing');
+      const source = copied(appName, 's1');
+      await service.importSession(source);
+      const loaded = await kit.reload(source);
       await put(service, loaded, { step: 4 }, { id: 'after' });
-      const again = await service.getSession({ appName, userId: 'u1', sessionId: 's1' });
+      const again = await kit.reload(source);
       expect(ids(again)).toEqual(['s1-e1', 's1-e2', 's1-e3', 'after']);
-      expect(again?.state.step).toBe(4);
-      const recent = await service.getSession({
-        appName,
-        userId: 'u1',
-        sessionId: 's1',
-        config: { numRecentEvents: 2 },
-      });
-      expect(ids(recent)).toEqual(['s1-e3', 'after']);
+      expect(again.state.step).toBe(4);
+      expect(ids(await kit.reload(source, { numRecentEvents: 2 }))).toEqual(['s1-e3', 'after']);
     });
 
     test("an existing key is left alone ('exists') unless replace is asked for", async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
-      const mine = await service.createSession({ appName, userId: 'u1', sessionId: 's1', state: { mine: true } });
+      const { service, session: mine, appName } = await kit.fresh({ sessionId: 's1', state: { mine: true } });
       await put(service, mine, { more: 1 });
       expect(await service.importSession(copied(appName, 's1'))).toBe('exists');
-      const kept = await service.getSession({ appName, userId: 'u1', sessionId: 's1' });
-      expect(plain(kept?.state)).toEqual({ mine: true, more: 1 });
-      expect(kept?.events).toHaveLength(1);
+      const kept = await kit.reload(mine);
+      expect(plain(kept.state)).toEqual({ mine: true, more: 1 });
+      expect(kept.events).toHaveLength(1);
 
       expect(await service.importSession(copied(appName, 's1', 2), { replace: true })).toBe('imported');
-      const replaced = await service.getSession({ appName, userId: 'u1', sessionId: 's1' });
+      const replaced = await kit.reload(mine);
       expect(ids(replaced)).toEqual(['s1-e1', 's1-e2']);
-      expect(replaced?.state.mine).toBeUndefined();
+      expect(replaced.state.mine).toBeUndefined();
     });
 
     test('a refused import (bad state, bad event) writes nothing', async (kit) => {

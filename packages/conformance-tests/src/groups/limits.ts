@@ -4,7 +4,6 @@
  * a crash, a hang or a silent change.
  */
 import { MAX_VALUE_DEPTH } from '@adk-state/core';
-import type { Session } from '@google/adk';
 import { expect } from 'vitest';
 import { expectCode, type Group, ids, makeEvent, plain, put } from '../kit.js';
 
@@ -19,14 +18,12 @@ export const limits: Group = {
   title: 'input at the limits gets a typed error or the exact answer',
   define({ test }) {
     test(`values nested ${MAX_VALUE_DEPTH} levels round-trip; deeper ones are a StateValueError, even 100,000 deep`, async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
       const deepest = nested(MAX_VALUE_DEPTH);
-      const session = await service.createSession({ appName, userId: 'u1', state: { deep: deepest } });
+      const { service, session, appName } = await kit.fresh({ state: { deep: deepest } });
       await put(service, session, { 'user:deep': deepest });
-      const loaded = await service.getSession({ appName, userId: 'u1', sessionId: session.id });
-      expect(loaded?.state.deep).toEqual(deepest);
-      expect(loaded?.state['user:deep']).toEqual(deepest);
+      const loaded = await kit.reload(session);
+      expect(loaded.state.deep).toEqual(deepest);
+      expect(loaded.state['user:deep']).toEqual(deepest);
       for (const depth of [MAX_VALUE_DEPTH + 1, 4_000, 100_000]) {
         const tooDeep = nested(depth);
         await expectCode(
@@ -38,13 +35,11 @@ export const limits: Group = {
         expect(await service.getSession({ appName, userId: 'u1', sessionId: `d${depth}` })).toBeUndefined();
       }
       expect(await service.getAppState({ appName })).toEqual({});
-      expect((await service.getSession({ appName, userId: 'u1', sessionId: session.id }))?.events).toHaveLength(1);
+      expect((await kit.reload(session)).events).toHaveLength(1);
     });
 
     test('a stateDelta that is not a plain object is an InvalidArgumentError and nothing is stored', async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
-      const session = await service.createSession({ appName, userId: 'u1', state: { keep: 1 } });
+      const { service, session, appName } = await kit.fresh({ state: { keep: 1 } });
       const deltas: unknown[] = [['x', 'y'], 'text', 5, true, new Map([['a', 1]])];
       for (const delta of deltas) {
         const event = makeEvent();
@@ -52,9 +47,9 @@ export const limits: Group = {
         const error = await expectCode(service.appendEvent({ session, event }), 'INVALID_ARGUMENT');
         expect(error.message).toContain('stateDelta');
       }
-      const loaded = await service.getSession({ appName, userId: 'u1', sessionId: session.id });
-      expect(plain(loaded?.state)).toEqual({ keep: 1 });
-      expect(loaded?.events).toEqual([]);
+      const loaded = await kit.reload(session);
+      expect(plain(loaded.state)).toEqual({ keep: 1 });
+      expect(loaded.events).toEqual([]);
       expect(session.events).toEqual([]);
       await expectCode(
         service.createSession({ appName, userId: 'u1', state: new Map() as unknown as Record<string, unknown> }),
@@ -63,9 +58,7 @@ export const limits: Group = {
     });
 
     test('an event whose content JSON would drop or change is refused, naming the path; nothing is stored', async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
-      const session = await service.createSession({ appName, userId: 'u1' });
+      const { service, session } = await kit.fresh();
       const bad: Array<[string, unknown, string]> = [
         ['a function', () => 1, 'function'],
         ['a symbol', Symbol('s'), 'symbol'],
@@ -80,14 +73,14 @@ export const limits: Group = {
         expect(error.message, label).toContain('$.content.parts[0].extra');
         expect(error.message, label).toContain(word);
       }
-      const loaded = await service.getSession({ appName, userId: 'u1', sessionId: session.id });
-      expect(loaded?.events).toEqual([]);
-      expect(plain(loaded?.state)).toEqual({});
+      const loaded = await kit.reload(session);
+      expect(loaded.events).toEqual([]);
+      expect(plain(loaded.state)).toEqual({});
       // An undefined property is simply left out, as JSON does.
       const event = makeEvent({ a: 1 });
       (event.content?.parts?.[0] as Record<string, unknown>).extra = undefined;
       await service.appendEvent({ session, event });
-      expect((await service.getSession({ appName, userId: 'u1', sessionId: session.id }))?.events).toHaveLength(1);
+      expect((await kit.reload(session)).events).toHaveLength(1);
     });
 
     test('offsets and pages past the end give an empty page with the right totals', async (kit) => {
@@ -133,34 +126,34 @@ export const limits: Group = {
           'InvalidArgumentError',
         );
       }
-      const service = await kit.service({ timeoutMs: Number.POSITIVE_INFINITY, maxReloads: 0 });
-      const appName = kit.app();
-      await service.createSession({ appName, userId: 'u1', sessionId: 's' });
-      expect((await service.getSession({ appName, userId: 'u1', sessionId: 's' }))?.id).toBe('s');
+      const { session } = await kit.fresh({
+        sessionId: 's',
+        serviceOptions: { timeoutMs: Number.POSITIVE_INFINITY, maxReloads: 0 },
+      });
+      expect((await kit.reload(session)).id).toBe('s');
     });
 
     test("onStale: 'reload' gives up after maxReloads with a StaleSessionError that names the contention", async (kit) => {
-      const service = await kit.service({ onStale: 'reload', maxReloads: 0 });
-      const appName = kit.app();
-      await service.createSession({ appName, userId: 'u1', sessionId: 's' });
-      const key = { appName, userId: 'u1', sessionId: 's' };
-      const [a, b] = (await Promise.all([service.getSession(key), service.getSession(key)])) as [Session, Session];
+      const { service, session, appName } = await kit.fresh({
+        sessionId: 's',
+        serviceOptions: { onStale: 'reload', maxReloads: 0 },
+      });
+      const [a, b] = await Promise.all([kit.reload(session), kit.reload(session)]);
       await put(service, a, { n: 1 });
       const error = await expectCode(put(service, b, { n: 2 }), 'STALE_SESSION', 'StaleSessionError');
       expect((error as { contention?: boolean }).contention).toBe(true);
       expect(error.message).toMatch(/contention/i);
       expect(error.message).toContain('maxReloads');
-      const loaded = await service.getSession(key);
-      expect(loaded?.state.n).toBe(1);
+      const loaded = await kit.reload(session);
+      expect(loaded.state.n).toBe(1);
       expect(ids(loaded)).toHaveLength(1);
       // One reload allowed: the same conflict is resolved by reloading.
       const patient = await kit.service({ onStale: 'reload', maxReloads: 1 });
-      await patient.createSession({ ...key, sessionId: 'p' });
-      const pkey = { ...key, sessionId: 'p' };
-      const [c, d] = (await Promise.all([patient.getSession(pkey), patient.getSession(pkey)])) as [Session, Session];
+      const p = await patient.createSession({ appName, userId: 'u1', sessionId: 'p' });
+      const [c, d] = await Promise.all([kit.reload(p, { service: patient }), kit.reload(p, { service: patient })]);
       await put(patient, c, { n: 3 });
       await put(patient, d, { n: 4 });
-      expect((await patient.getSession(pkey))?.state.n).toBe(4);
+      expect((await kit.reload(p, { service: patient })).state.n).toBe(4);
     });
   },
 };

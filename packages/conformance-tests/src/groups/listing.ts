@@ -69,14 +69,14 @@ export const listing: Group = {
       const service = await kit.service();
       const appName = kit.app();
       await seed(service, appName);
-      const first = await service.getSession({ appName, userId: 'u2', sessionId: 't1' });
-      await put(service, first as Session, { 'app:shared': 1 }, { timestamp: 3_000 });
+      const t1 = await kit.reload({ appName, userId: 'u2', id: 't1' });
+      await put(service, t1, { 'app:shared': 1 }, { timestamp: 3_000 });
       const response = await service.listSessions({ appName });
-      const t1 = response.sessions.find((s) => s.id === 't1');
+      const listedT1 = response.sessions.find((s) => s.id === 't1');
       const s1 = response.sessions.find((s) => s.id === 's1');
-      expect(plain(t1?.state)).toEqual({ own: 't1', 'user:u2': true, 'app:shared': 1 });
+      expect(plain(listedT1?.state)).toEqual({ own: 't1', 'user:u2': true, 'app:shared': 1 });
       expect(plain(s1?.state)).toEqual({ own: 's1', 'user:u1': true, 'app:shared': 1 });
-      expect(t1?.events).toEqual([]);
+      expect(listedT1?.events).toEqual([]);
       expect(s1?.lastUpdateTime).toBe(5_000);
     });
 
@@ -196,8 +196,8 @@ export const listing: Group = {
       const service = await kit.service();
       const appName = kit.app();
       await seed(service, appName);
-      const s3 = await service.getSession({ appName, userId: 'u1', sessionId: 's3' });
-      await put(service, s3 as Session, {}, { timestamp: 9_000 });
+      const s3 = await kit.reload({ appName, userId: 'u1', id: 's3' });
+      await put(service, s3, {}, { timestamp: 9_000 });
       const response = await service.listSessions({ appName, userId: 'u1', limit: 2, page: 3 });
       expect(names(response.sessions)).toEqual(['s3']);
     });

@@ -65,10 +65,12 @@ export const outage: Group = {
       async (kit) => {
         const control = kit.outage;
         if (!control) throw new Error('the outage capability was declared but not handed to the test');
-        const service = await kit.service({ timeoutMs: TIMEOUT_MS });
-        const appName = kit.app();
+        const { service, session, appName } = await kit.fresh({
+          sessionId: 's1',
+          state: { n: 0 },
+          serviceOptions: { timeoutMs: TIMEOUT_MS },
+        });
         const key = { appName, userId: 'u1', sessionId: 's1' };
-        const session = await service.createSession({ ...key, state: { n: 0 } });
         await put(service, session, { n: 1 });
         await service.createSession({ ...key, sessionId: 'doomed' });
 
@@ -127,7 +129,7 @@ export const outage: Group = {
         if (failures.get('deleteSession')?.mayHaveApplied === false) expect(doomed).toBeDefined();
 
         await put(service, stored, { n: 3 });
-        expect((await service.getSession(key))?.state.n).toBe(3);
+        expect((await kit.reload(session)).state.n).toBe(3);
         expect((await service.listSessions({ appName })).totalItems).toBe(1 + (born ? 1 : 0) + (doomed ? 1 : 0));
       },
       { requires: 'outage' },

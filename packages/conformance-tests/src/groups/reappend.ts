@@ -6,53 +6,38 @@ export const reappend: Group = {
   title: 're-appending an event id replaces it in place',
   define({ test }) {
     test('the stored event is replaced where it stood and the delta applies', async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
-      const session = await service.createSession({ appName, userId: 'u1' });
+      const { service, session } = await kit.fresh();
       const first = await put(service, session, { a: 1 }, { text: 'first' });
       const second = await put(service, session, { b: 1 }, { text: 'second' });
       const again = makeEvent({ a: 2 }, { id: first.id, text: 'first, revised' });
       await service.appendEvent({ session, event: again });
       expect(ids(session)).toEqual([first.id, second.id]);
       expect(session.events[0]?.content?.parts?.[0]?.text).toBe('first, revised');
-      const loaded = await service.getSession({ appName, userId: 'u1', sessionId: session.id });
+      const loaded = await kit.reload(session);
       expect(ids(loaded)).toEqual([first.id, second.id]);
-      expect(loaded?.events[0]?.content?.parts?.[0]?.text).toBe('first, revised');
-      expect(plain(loaded?.state)).toEqual({ a: 2, b: 1 });
-      expect(loaded?.lastUpdateTime).toBe(again.timestamp);
+      expect(loaded.events[0]?.content?.parts?.[0]?.text).toBe('first, revised');
+      expect(plain(loaded.state)).toEqual({ a: 2, b: 1 });
+      expect(loaded.lastUpdateTime).toBe(again.timestamp);
     });
 
     test('the same event appended twice is stored once', async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
-      const session = await service.createSession({ appName, userId: 'u1' });
+      const { service, session } = await kit.fresh();
       const event = makeEvent({ n: 1 });
       await service.appendEvent({ session, event });
       await service.appendEvent({ session, event });
       expect(ids(session)).toEqual([event.id]);
-      const loaded = await service.getSession({ appName, userId: 'u1', sessionId: session.id });
-      expect(ids(loaded)).toEqual([event.id]);
-      const tail = await service.getSession({
-        appName,
-        userId: 'u1',
-        sessionId: session.id,
-        config: { numRecentEvents: 5 },
-      });
-      expect(ids(tail)).toEqual([event.id]);
+      expect(ids(await kit.reload(session))).toEqual([event.id]);
+      expect(ids(await kit.reload(session, { numRecentEvents: 5 }))).toEqual([event.id]);
     });
 
     test('event ids are scoped to their session', async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
-      const a = await service.createSession({ appName, userId: 'u1' });
+      const { service, session: a, appName } = await kit.fresh();
       const b = await service.createSession({ appName, userId: 'u1' });
       const shared = makeEvent({ x: 'a' }, { id: 'same-id' });
       await service.appendEvent({ session: a, event: shared });
       await service.appendEvent({ session: b, event: makeEvent({ x: 'b' }, { id: 'same-id' }) });
-      const loadedA = await service.getSession({ appName, userId: 'u1', sessionId: a.id });
-      const loadedB = await service.getSession({ appName, userId: 'u1', sessionId: b.id });
-      expect(plain(loadedA?.events[0]?.actions.stateDelta)).toEqual({ x: 'a' });
-      expect(plain(loadedB?.events[0]?.actions.stateDelta)).toEqual({ x: 'b' });
+      expect(plain((await kit.reload(a)).events[0]?.actions.stateDelta)).toEqual({ x: 'a' });
+      expect(plain((await kit.reload(b)).events[0]?.actions.stateDelta)).toEqual({ x: 'b' });
     });
   },
 };

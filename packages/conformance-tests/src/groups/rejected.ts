@@ -74,9 +74,7 @@ export const rejected: Group = {
     });
 
     test('a bad value in a delta refuses the whole event: no event, no state, caller untouched', async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
-      const session = await service.createSession({ appName, userId: 'u1', state: { keep: 1 } });
+      const { service, session, appName } = await kit.fresh({ state: { keep: 1 } });
       await put(service, session, { before: true });
       for (const [label, make] of BAD_VALUES) {
         const snapshot = { state: { ...session.state }, events: ids(session) };
@@ -91,19 +89,17 @@ export const rejected: Group = {
         expect(session.state, label).toEqual(snapshot.state);
         expect(ids(session), label).toEqual(snapshot.events);
       }
-      const loaded = await service.getSession({ appName, userId: 'u1', sessionId: session.id });
-      expect(plain(loaded?.state)).toEqual({ keep: 1, before: true });
-      expect(loaded?.events).toHaveLength(1);
+      const loaded = await kit.reload(session);
+      expect(plain(loaded.state)).toEqual({ keep: 1, before: true });
+      expect(loaded.events).toHaveLength(1);
       expect(await service.getUserState({ appName, userId: 'u1' })).toEqual({});
       expect(await service.getAppState({ appName })).toEqual({});
       await put(service, session, { after: true });
-      expect((await service.getSession({ appName, userId: 'u1', sessionId: session.id }))?.events).toHaveLength(2);
+      expect((await kit.reload(session)).events).toHaveLength(2);
     });
 
     test('an event without a non-empty id or a finite timestamp is an InvalidArgumentError', async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
-      const session = await service.createSession({ appName, userId: 'u1' });
+      const { service, session } = await kit.fresh();
       const noId = makeEvent({ a: 1 });
       noId.id = '';
       await expectCode(service.appendEvent({ session, event: noId }), 'INVALID_ARGUMENT', 'InvalidArgumentError');
@@ -112,9 +108,9 @@ export const rejected: Group = {
         event.timestamp = timestamp;
         await expectCode(service.appendEvent({ session, event }), 'INVALID_ARGUMENT');
       }
-      const loaded = await service.getSession({ appName, userId: 'u1', sessionId: session.id });
-      expect(loaded?.events).toEqual([]);
-      expect(plain(loaded?.state)).toEqual({});
+      const loaded = await kit.reload(session);
+      expect(loaded.events).toEqual([]);
+      expect(plain(loaded.state)).toEqual({});
     });
 
     test('appending to a session that was never created is a SessionNotFoundError', async (kit) => {
@@ -127,13 +123,11 @@ export const rejected: Group = {
     });
 
     test('an event that cannot be serialised is refused before anything is written', async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
-      const session = await service.createSession({ appName, userId: 'u1' });
+      const { service, session } = await kit.fresh();
       const event = makeEvent({ a: 1 });
       (event as unknown as Record<string, unknown>).customMetadata = { big: BigInt(1) };
       await expectCode(service.appendEvent({ session, event }), 'INVALID_ARGUMENT');
-      expect(plain((await service.getSession({ appName, userId: 'u1', sessionId: session.id }))?.state)).toEqual({});
+      expect(plain((await kit.reload(session)).state)).toEqual({});
       expect(session.events).toEqual([]);
     });
 

@@ -7,17 +7,10 @@ import { expect } from 'vitest';
 import { type Group, ids, plain, put } from '../kit.js';
 import { errorsOf, pipeline, runnerFor, scriptedAgent, stateTool, textOf, turn } from '../runtime/agents.js';
 import { callTool, ScriptedModel, say } from '../runtime/scripted-model.js';
-import type { ConformanceService } from '../target.js';
 
 /** Every state-delta key of every stored event of a session. */
 function storedDeltaKeys(session: Session | undefined): string[] {
   return (session?.events ?? []).flatMap((event) => Object.keys(event.actions?.stateDelta ?? {}));
-}
-
-async function stateOf(service: ConformanceService, appName: string, userId: string, sessionId: string) {
-  const session = await service.getSession({ appName, userId, sessionId });
-  expect(session, `session ${userId}/${sessionId}`).toBeDefined();
-  return plain(session?.state);
 }
 
 /** What each scope of `outputKey` must leave behind, for a reply saved in alice's session `s1`. */
@@ -79,11 +72,9 @@ export const runtime: Group = {
   define({ test }) {
     for (const scope of OUTPUT_KEY_SCOPES) {
       test(scope.title, async (kit) => {
-        const service = await kit.service();
-        const appName = kit.app();
-        await service.createSession({ appName, userId: 'alice', sessionId: 's1' });
-        await service.createSession({ appName, userId: 'alice', sessionId: 's2' });
-        await service.createSession({ appName, userId: 'bob', sessionId: 's1' });
+        const { service, session, appName } = await kit.fresh({ userId: 'alice', sessionId: 's1' });
+        const sibling = await service.createSession({ appName, userId: 'alice', sessionId: 's2' });
+        const bobs = await service.createSession({ appName, userId: 'bob', sessionId: 's1' });
         const model = new ScriptedModel([say('forty-two')]);
         const agent = scriptedAgent({ name: 'answerer', model, instruction: 'Answer.', outputKey: scope.outputKey });
         const yielded = await turn(runnerFor(appName, agent, service), 'alice', 's1', 'What is the answer?');
@@ -93,16 +84,16 @@ export const runtime: Group = {
         expect(textOf(yielded[0])).toBe('forty-two');
         expect(plain(yielded[0]?.actions.stateDelta)).toEqual(scope.delta);
 
-        const stored = await service.getSession({ appName, userId: 'alice', sessionId: 's1' });
-        expect(plain(stored?.state)).toEqual(scope.own);
+        const stored = await kit.reload(session);
+        expect(plain(stored.state)).toEqual(scope.own);
         expect(ids(stored).slice(1)).toEqual(yielded.map((event) => event.id));
-        expect(plain(stored?.events[1]?.actions.stateDelta)).toEqual(scope.delta);
+        expect(plain(stored.events[1]?.actions.stateDelta)).toEqual(scope.delta);
         expect(storedDeltaKeys(stored).filter((key) => key.startsWith('temp:'))).toEqual([]);
 
-        expect(await stateOf(service, appName, 'alice', 's2')).toEqual(scope.sameUser);
+        expect(plain((await kit.reload(sibling)).state)).toEqual(scope.sameUser);
         const later = await service.createSession({ appName, userId: 'alice', sessionId: 's3' });
         expect(plain(later.state)).toEqual(scope.sameUser);
-        expect(await stateOf(service, appName, 'bob', 's1')).toEqual(scope.otherUser);
+        expect(plain((await kit.reload(bobs)).state)).toEqual(scope.otherUser);
         expect(await service.getUserState({ appName, userId: 'alice' })).toEqual(scope.userBucket);
         expect(await service.getUserState({ appName, userId: 'bob' })).toEqual({});
         expect(await service.getAppState({ appName })).toEqual(scope.appBucket);
@@ -110,11 +101,9 @@ export const runtime: Group = {
     }
 
     test('ToolContext.state writes travel as the event delta and land in their buckets; temp: only lives in the invocation', async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
-      await service.createSession({ appName, userId: 'alice', sessionId: 's1' });
-      await service.createSession({ appName, userId: 'alice', sessionId: 's2' });
-      await service.createSession({ appName, userId: 'bob', sessionId: 's1' });
+      const { service, session, appName } = await kit.fresh({ userId: 'alice', sessionId: 's1' });
+      const sibling = await service.createSession({ appName, userId: 'alice', sessionId: 's2' });
+      const bobs = await service.createSession({ appName, userId: 'bob', sessionId: 's1' });
       const remember = stateTool('remember', (state) => {
         state.set('note', 'n');
         state.set('user:note', 'u');
@@ -137,22 +126,20 @@ export const runtime: Group = {
       // The temp: value is readable by the model call that follows the tool, in the same invocation.
       expect(model.instructions).toEqual(['Scratch: []', 'Scratch: [t]']);
 
-      const stored = await service.getSession({ appName, userId: 'alice', sessionId: 's1' });
-      expect(plain(stored?.state)).toEqual({ note: 'n', 'user:note': 'u', 'app:note': 'a' });
+      const stored = await kit.reload(session);
+      expect(plain(stored.state)).toEqual({ note: 'n', 'user:note': 'u', 'app:note': 'a' });
       expect(ids(stored).slice(1)).toEqual(yielded.map((event) => event.id));
-      expect(plain(stored?.events[2]?.actions.stateDelta)).toEqual({ note: 'n', 'user:note': 'u', 'app:note': 'a' });
+      expect(plain(stored.events[2]?.actions.stateDelta)).toEqual({ note: 'n', 'user:note': 'u', 'app:note': 'a' });
       expect(storedDeltaKeys(stored).filter((key) => key.startsWith('temp:'))).toEqual([]);
       expect(await service.getUserState({ appName, userId: 'alice' })).toEqual({ note: 'u' });
       expect(await service.getUserState({ appName, userId: 'bob' })).toEqual({});
       expect(await service.getAppState({ appName })).toEqual({ note: 'a' });
-      expect(await stateOf(service, appName, 'alice', 's2')).toEqual({ 'user:note': 'u', 'app:note': 'a' });
-      expect(await stateOf(service, appName, 'bob', 's1')).toEqual({ 'app:note': 'a' });
+      expect(plain((await kit.reload(sibling)).state)).toEqual({ 'user:note': 'u', 'app:note': 'a' });
+      expect(plain((await kit.reload(bobs)).state)).toEqual({ 'app:note': 'a' });
     });
 
     test('CallbackContext.state writes in agent callbacks travel as event deltas and land in their buckets', async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
-      await service.createSession({ appName, userId: 'alice', sessionId: 's1' });
+      const { service, session, appName } = await kit.fresh({ userId: 'alice', sessionId: 's1' });
       const model = new ScriptedModel([say('hi')]);
       const agent = scriptedAgent({
         name: 'host',
@@ -180,24 +167,22 @@ export const runtime: Group = {
       expect(textOf(yielded[1])).toBe('hi');
       expect(model.instructions).toEqual(['Started [yes]; visits 1']);
 
-      const stored = await service.getSession({ appName, userId: 'alice', sessionId: 's1' });
+      const stored = await kit.reload(session);
       expect(ids(stored).slice(1)).toEqual(yielded.map((event) => event.id));
-      expect(stored?.events.map((event) => plain(event.actions.stateDelta))).toEqual([
+      expect(stored.events.map((event) => plain(event.actions.stateDelta))).toEqual([
         {},
         { greeted: true, 'user:visits': 1 },
         {},
         { 'app:last_agent': 'host' },
       ]);
-      expect(plain(stored?.state)).toEqual({ greeted: true, 'user:visits': 1, 'app:last_agent': 'host' });
+      expect(plain(stored.state)).toEqual({ greeted: true, 'user:visits': 1, 'app:last_agent': 'host' });
       expect(await service.getUserState({ appName, userId: 'alice' })).toEqual({ visits: 1 });
       expect(await service.getAppState({ appName })).toEqual({ last_agent: 'host' });
     });
 
     test('instruction templates {key}, {user:key}, {app:key} and {key?} render the state the store returned', async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
       // user: and app: values written through other sessions, session values at creation.
-      const bobs = await service.createSession({ appName, userId: 'bob', sessionId: 'b1' });
+      const { service, session: bobs, appName } = await kit.fresh({ userId: 'bob', sessionId: 'b1' });
       await put(service, bobs, { 'app:tone': 'calm' });
       const other = await service.createSession({ appName, userId: 'alice', sessionId: 'a0' });
       await put(service, other, { 'user:name': 'Ada', 'user:prefs': { lang: 'fr', n: 2 } });
@@ -227,9 +212,7 @@ export const runtime: Group = {
     });
 
     test('a temp: value passes between the agents of one SequentialAgent invocation and is gone in the next', async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
-      await service.createSession({ appName, userId: 'alice', sessionId: 's1' });
+      const { service, session, appName } = await kit.fresh({ userId: 'alice', sessionId: 's1' });
       const drafterModel = new ScriptedModel([say('draft one'), say('draft two')]);
       const reviewerModel = new ScriptedModel([say('ok one'), say('ok two')]);
       const root = pipeline('writers', [
@@ -252,8 +235,8 @@ export const runtime: Group = {
       expect(errorsOf(first)).toEqual([]);
       expect(first.map((event) => event.author)).toEqual(['drafter', 'reviewer']);
       expect(reviewerModel.instructions).toEqual(['Review: draft one']);
-      let stored = await service.getSession({ appName, userId: 'alice', sessionId: 's1' });
-      expect(plain(stored?.state)).toEqual({ review: 'ok one' });
+      let stored = await kit.reload(session);
+      expect(plain(stored.state)).toEqual({ review: 'ok one' });
       expect(storedDeltaKeys(stored)).toEqual(['review']);
 
       const second = await turn(runner, 'alice', 's1', 'Again.');
@@ -263,17 +246,15 @@ export const runtime: Group = {
       // The next invocation starts without the value: the optional template renders empty.
       expect(drafterModel.instructions).toEqual(['Previous draft: []', 'Previous draft: []']);
       expect(reviewerModel.instructions).toEqual(['Review: draft one', 'Review: draft two']);
-      stored = await service.getSession({ appName, userId: 'alice', sessionId: 's1' });
-      expect(plain(stored?.state)).toEqual({ review: 'ok two' });
+      stored = await kit.reload(session);
+      expect(plain(stored.state)).toEqual({ review: 'ok two' });
       expect(storedDeltaKeys(stored)).toEqual(['review', 'review']);
       expect(await service.getUserState({ appName, userId: 'alice' })).toEqual({});
       expect(await service.getAppState({ appName })).toEqual({});
     });
 
     test('a multi-turn Runner conversation with tools and several agents stores exactly the events it yielded', async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
-      await service.createSession({ appName, userId: 'alice', sessionId: 'chat' });
+      const { service, session, appName } = await kit.fresh({ userId: 'alice', sessionId: 'chat' });
       const countVisit = stateTool('count_visit', (state) => {
         const visits = (state.get('visits', 0) as number) + 1;
         state.set('visits', visits);
@@ -346,18 +327,18 @@ export const runtime: Group = {
         'Visit 3 (3); greeting third; seen true',
       ]);
 
-      const stored = await service.getSession({ appName, userId: 'alice', sessionId: 'chat' });
+      const stored = await kit.reload(session);
       const storedIds = ids(stored);
       expect(storedIds).toHaveLength(expectedLog.length);
       userEventAt.forEach((index, n) => {
-        expect(stored?.events[index]?.author).toBe('user');
-        expect(textOf(stored?.events[index])).toBe(messages[n]);
+        expect(stored.events[index]?.author).toBe('user');
+        expect(textOf(stored.events[index])).toBe(messages[n]);
         expectedLog[index] = storedIds[index] as string;
       });
       expect(storedIds).toEqual(expectedLog);
       expect(new Set(storedIds).size).toBe(storedIds.length);
       expect(storedDeltaKeys(stored).filter((key) => key.startsWith('temp:'))).toEqual([]);
-      expect(plain(stored?.state)).toEqual({
+      expect(plain(stored.state)).toEqual({
         visits: 3,
         summary: 'summary 3',
         'user:seen': true,
@@ -366,9 +347,7 @@ export const runtime: Group = {
     });
 
     test("Runner.runAsync for an unknown session fails with ADK's own 'Session not found' error", async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
-      await service.createSession({ appName, userId: 'alice', sessionId: 's1' });
+      const { service, session, appName } = await kit.fresh({ userId: 'alice', sessionId: 's1' });
       const model = new ScriptedModel([]);
       const runner = runnerFor(appName, scriptedAgent({ name: 'nobody', model, instruction: 'x' }), service);
       await expect(turn(runner, 'alice', 'missing', 'hello')).rejects.toThrow(
@@ -379,15 +358,13 @@ export const runtime: Group = {
         expect.objectContaining({ message: 'Session not found: s1' }),
       );
       expect(model.requests).toEqual([]);
-      expect(ids(await service.getSession({ appName, userId: 'alice', sessionId: 's1' }))).toEqual([]);
+      expect(ids(await kit.reload(session))).toEqual([]);
     });
 
     test(
       'after a restart, a second service renders the templates from the stored state',
       async (kit) => {
-        const first = await kit.service();
-        const appName = kit.app();
-        await first.createSession({ appName, userId: 'alice', sessionId: 's1' });
+        const { service: first, session, appName } = await kit.fresh({ userId: 'alice', sessionId: 's1' });
         const remember = stateTool('remember', (state) => {
           state.set('topic', 'tides');
           state.set('user:name', 'Ada');
@@ -406,7 +383,7 @@ export const runtime: Group = {
         const before = await turn(runnerFor(appName, writer, first), 'alice', 's1', 'Remember.');
         expect(errorsOf(before)).toEqual([]);
         writerModel.assertDrained();
-        const storedBefore = ids(await first.getSession({ appName, userId: 'alice', sessionId: 's1' }));
+        const storedBefore = ids(await kit.reload(session));
 
         const restarted = await kit.service();
         const template =
@@ -422,10 +399,10 @@ export const runtime: Group = {
           'Topic [tides]; name Ada; tone calm; last [saved]; scratch []',
           'Topic []; name Ada; tone calm; last []; scratch []',
         ]);
-        const stored = await restarted.getSession({ appName, userId: 'alice', sessionId: 's1' });
+        const stored = await kit.reload(session, { service: restarted });
         expect(ids(stored).slice(0, storedBefore.length)).toEqual(storedBefore);
         expect(ids(stored).slice(storedBefore.length + 1)).toEqual(after.map((event) => event.id));
-        expect(plain(stored?.state)).toEqual({ topic: 'tides', last: 'saved', 'user:name': 'Ada', 'app:tone': 'calm' });
+        expect(plain(stored.state)).toEqual({ topic: 'tides', last: 'saved', 'user:name': 'Ada', 'app:tone': 'calm' });
       },
       { requires: 'sharedBackend' },
     );

@@ -32,64 +32,50 @@ export const scoping: Group = {
     });
 
     test('session state is seen by that session only', async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
-      const a = await service.createSession({ appName, userId: 'u1', sessionId: 'a' });
-      await service.createSession({ appName, userId: 'u1', sessionId: 'b' });
+      const { service, session: a, appName } = await kit.fresh({ sessionId: 'a' });
+      const b = await service.createSession({ appName, userId: 'u1', sessionId: 'b' });
       await put(service, a, { mine: 'a' });
-      expect((await service.getSession({ appName, userId: 'u1', sessionId: 'a' }))?.state.mine).toBe('a');
-      expect(plain((await service.getSession({ appName, userId: 'u1', sessionId: 'b' }))?.state)).toEqual({});
+      expect((await kit.reload(a)).state.mine).toBe('a');
+      expect(plain((await kit.reload(b)).state)).toEqual({});
     });
 
     test("user state is shared by the user's sessions only", async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
-      const a = await service.createSession({ appName, userId: 'u1', sessionId: 'a' });
-      await service.createSession({ appName, userId: 'u1', sessionId: 'b' });
-      await service.createSession({ appName, userId: 'u2', sessionId: 'c' });
+      const { service, session: a, appName } = await kit.fresh({ sessionId: 'a' });
+      const b = await service.createSession({ appName, userId: 'u1', sessionId: 'b' });
+      const c = await service.createSession({ appName, userId: 'u2', sessionId: 'c' });
       await put(service, a, { 'user:lang': 'fr' });
-      expect(plain((await service.getSession({ appName, userId: 'u1', sessionId: 'b' }))?.state)).toEqual({
-        'user:lang': 'fr',
-      });
-      expect(plain((await service.getSession({ appName, userId: 'u2', sessionId: 'c' }))?.state)).toEqual({});
+      expect(plain((await kit.reload(b)).state)).toEqual({ 'user:lang': 'fr' });
+      expect(plain((await kit.reload(c)).state)).toEqual({});
       expect(await service.getUserState({ appName, userId: 'u2' })).toEqual({});
       expect(await service.getUserState({ appName: kit.app(), userId: 'u1' })).toEqual({});
     });
 
     test('app state is shared by every session of every user of the app, and by no other app', async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app('app');
+      const { service, session: a, appName } = await kit.fresh({ label: 'app' });
       const sibling = `${appName}2`;
-      const a = await service.createSession({ appName, userId: 'u1' });
       const b = await service.createSession({ appName, userId: 'u2' });
       const other = await service.createSession({ appName: sibling, userId: 'u1' });
       await put(service, a, { 'app:motd': 'hi' });
-      expect((await service.getSession({ appName, userId: 'u2', sessionId: b.id }))?.state['app:motd']).toBe('hi');
-      expect(plain((await service.getSession({ appName: sibling, userId: 'u1', sessionId: other.id }))?.state)).toEqual(
-        {},
-      );
+      expect((await kit.reload(b)).state['app:motd']).toBe('hi');
+      expect(plain((await kit.reload(other)).state)).toEqual({});
       expect(await service.getAppState({ appName: sibling })).toEqual({});
       expect(await service.getAppState({ appName })).toEqual({ motd: 'hi' });
     });
 
     test('a later delta replaces a bucket entry while other entries stay', async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
-      const session = await service.createSession({ appName, userId: 'u1', state: { 'user:a': 1, 'user:b': 1 } });
+      const { service, session } = await kit.fresh({ state: { 'user:a': 1, 'user:b': 1 } });
       await put(service, session, { 'user:a': 2, s: 1 });
       await put(service, session, { s: 2, 'app:z': [1] });
       expect(plain(session.state)).toEqual({ 'user:a': 2, 'user:b': 1, s: 2, 'app:z': [1] });
-      const loaded = await service.getSession({ appName, userId: 'u1', sessionId: session.id });
-      expect(plain(loaded?.state)).toEqual({ 'user:a': 2, 'user:b': 1, s: 2, 'app:z': [1] });
+      const loaded = await kit.reload(session);
+      expect(plain(loaded.state)).toEqual({ 'user:a': 2, 'user:b': 1, s: 2, 'app:z': [1] });
     });
 
     test('prefixes are exact and case-sensitive', async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
-      const session = await service.createSession({ appName, userId: 'u1' });
+      const { service, session, appName } = await kit.fresh();
       await put(service, session, { 'User:a': 1, 'APP:b': 2, 'TEMP:c': 3, 'user-d': 4, app_e: 5, user: 6, 'usr:f': 7 });
-      const loaded = await service.getSession({ appName, userId: 'u1', sessionId: session.id });
-      expect(plain(loaded?.state)).toEqual({
+      const loaded = await kit.reload(session);
+      expect(plain(loaded.state)).toEqual({
         'User:a': 1,
         'APP:b': 2,
         'TEMP:c': 3,
@@ -103,14 +89,12 @@ export const scoping: Group = {
     });
 
     test('a key made only of a prefix lands in that bucket under the empty key', async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
-      const session = await service.createSession({ appName, userId: 'u1', state: { 'user:': 'u', 'app:': 'a' } });
+      const { service, session, appName } = await kit.fresh({ state: { 'user:': 'u', 'app:': 'a' } });
       await put(service, session, { '': 'empty' });
       expect(await service.getUserState({ appName, userId: 'u1' })).toEqual({ '': 'u' });
       expect(await service.getAppState({ appName })).toEqual({ '': 'a' });
-      const loaded = await service.getSession({ appName, userId: 'u1', sessionId: session.id });
-      expect(plain(loaded?.state)).toEqual({ '': 'empty', 'user:': 'u', 'app:': 'a' });
+      const loaded = await kit.reload(session);
+      expect(plain(loaded.state)).toEqual({ '': 'empty', 'user:': 'u', 'app:': 'a' });
     });
 
     test('user ids that extend one another never share a bucket (u vs u:x vs u2)', async (kit) => {

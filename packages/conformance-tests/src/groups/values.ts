@@ -35,44 +35,34 @@ export const values: Group = {
       }
       const created = await service.createSession({ appName, userId: 'u1', state: initial });
       expect(created.state).toEqual(initial);
-      const loaded = await service.getSession({ appName, userId: 'u1', sessionId: created.id });
-      expect(loaded?.state).toStrictEqual(initial);
+      expect((await kit.reload(created)).state).toStrictEqual(initial);
       const viaDelta = await service.createSession({ appName, userId: 'u2' });
       await put(service, viaDelta, initial);
-      const reloaded = await service.getSession({ appName, userId: 'u2', sessionId: viaDelta.id });
-      expect(reloaded?.state).toStrictEqual(initial);
+      expect((await kit.reload(viaDelta)).state).toStrictEqual(initial);
     });
 
     test('null is stored as null and does not delete the key', async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
-      const session = await service.createSession({ appName, userId: 'u1', state: { a: 1, 'user:b': 1, 'app:c': 1 } });
+      const { service, session, appName } = await kit.fresh({ state: { a: 1, 'user:b': 1, 'app:c': 1 } });
       await put(service, session, { a: null, 'user:b': null, 'app:c': null });
-      const loaded = await service.getSession({ appName, userId: 'u1', sessionId: session.id });
-      expect(loaded?.state).toStrictEqual({ a: null, 'user:b': null, 'app:c': null });
-      expect(Object.hasOwn(loaded?.state ?? {}, 'a')).toBe(true);
+      const loaded = await kit.reload(session);
+      expect(loaded.state).toStrictEqual({ a: null, 'user:b': null, 'app:c': null });
+      expect(Object.hasOwn(loaded.state, 'a')).toBe(true);
       expect(await service.getUserState({ appName, userId: 'u1' })).toStrictEqual({ b: null });
     });
 
     test('a write replaces the whole top-level value (no deep merge)', async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
-      const session = await service.createSession({
-        appName,
-        userId: 'u1',
+      const { service, session } = await kit.fresh({
         state: { cfg: { a: 1, b: { c: 2 } }, 'user:cfg': { keep: 1 } },
       });
       await put(service, session, { cfg: { b: { d: 3 } }, 'user:cfg': { other: 2 } });
-      const loaded = await service.getSession({ appName, userId: 'u1', sessionId: session.id });
-      expect(loaded?.state).toStrictEqual({ cfg: { b: { d: 3 } }, 'user:cfg': { other: 2 } });
+      const loaded = await kit.reload(session);
+      expect(loaded.state).toStrictEqual({ cfg: { b: { d: 3 } }, 'user:cfg': { other: 2 } });
       expect(session.state.cfg).toStrictEqual({ b: { d: 3 } });
       expect(session.state['user:cfg']).toStrictEqual({ other: 2 });
     });
 
     test('booleans stay booleans, numbers keep their exact value and type, -0 reads as 0 as in JSON', async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
-      const session = await service.createSession({ appName, userId: 'u1' });
+      const { service, session } = await kit.fresh();
       await put(service, session, {
         f: false,
         t: true,
@@ -83,8 +73,7 @@ export const values: Group = {
         zero: -0,
         nested: { zero: -0 },
       });
-      const loaded = await service.getSession({ appName, userId: 'u1', sessionId: session.id });
-      const state = loaded?.state ?? {};
+      const { state } = await kit.reload(session);
       expect(state.f).toBe(false);
       expect(state.t).toBe(true);
       expect(state.one).toBe(1);
@@ -96,29 +85,25 @@ export const values: Group = {
     });
 
     test('a 1 MB string and a 10,000-element array round-trip', async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
       const big = 'x'.repeat(250_000) + 'é'.repeat(250_000);
       const list = Array.from({ length: 10_000 }, (_, i) => ({ i, s: `item-${i}` }));
-      const session = await service.createSession({ appName, userId: 'u1', state: { big } });
+      const { service, session } = await kit.fresh({ state: { big } });
       await put(service, session, { list });
-      const loaded = await service.getSession({ appName, userId: 'u1', sessionId: session.id });
-      expect(loaded?.state.big).toBe(big);
-      expect(loaded?.state.list).toStrictEqual(list);
+      const loaded = await kit.reload(session);
+      expect(loaded.state.big).toBe(big);
+      expect(loaded.state.list).toStrictEqual(list);
     });
 
     test('nested keys __proto__, constructor and prototype round-trip as plain data without pollution', async (kit) => {
-      const service = await kit.service();
-      const appName = kit.app();
       const hostile = JSON.parse('{"__proto__": {"polluted": true}, "constructor": {"prototype": {"x": 1}}}');
-      const session = await service.createSession({ appName, userId: 'u1', state: { h: hostile } });
+      const { service, session } = await kit.fresh({ state: { h: hostile } });
       await put(service, session, { g: JSON.parse('{"a": {"__proto__": [1, 2]}}') });
-      const loaded = await service.getSession({ appName, userId: 'u1', sessionId: session.id });
-      const h = loaded?.state.h as Record<string, unknown>;
+      const loaded = await kit.reload(session);
+      const h = loaded.state.h as Record<string, unknown>;
       expect(Object.keys(h)).toEqual(['__proto__', 'constructor']);
       expect(Object.getOwnPropertyDescriptor(h, '__proto__')?.value).toEqual({ polluted: true });
       expect(Object.getPrototypeOf(h)).toBe(Object.prototype);
-      const g = (loaded?.state.g as Record<string, Record<string, unknown>>).a as Record<string, unknown>;
+      const g = (loaded.state.g as Record<string, Record<string, unknown>>).a as Record<string, unknown>;
       expect(Object.getOwnPropertyDescriptor(g, '__proto__')?.value).toEqual([1, 2]);
       expect(({} as Record<string, unknown>).polluted).toBeUndefined();
     });
@@ -131,12 +116,12 @@ export const values: Group = {
       );
       const created = await service.createSession({ appName, userId: 'u1', state });
       expect(Object.getOwnPropertyDescriptor(created.state, '__proto__')?.value).toBe(1);
-      const loaded = await service.getSession({ appName, userId: 'u1', sessionId: created.id });
-      expect(Object.keys(loaded?.state ?? {}).sort()).toEqual(
+      const loaded = await kit.reload(created);
+      expect(Object.keys(loaded.state).sort()).toEqual(
         ['__proto__', 'app:__proto__', 'constructor', 'hasOwnProperty', 'toString', 'user:__proto__'].sort(),
       );
-      expect(Object.getOwnPropertyDescriptor(loaded?.state, '__proto__')?.value).toBe(1);
-      expect(Object.getPrototypeOf(loaded?.state)).toBe(Object.prototype);
+      expect(Object.getOwnPropertyDescriptor(loaded.state, '__proto__')?.value).toBe(1);
+      expect(Object.getPrototypeOf(loaded.state)).toBe(Object.prototype);
       const user = await service.getUserState({ appName, userId: 'u1' });
       expect(Object.getOwnPropertyDescriptor(user, '__proto__')?.value).toBe(4);
       const app = await service.getAppState({ appName });
