@@ -20,6 +20,7 @@ export const deletion: Group = {
       await put(service, old, { b: 2, 'user:kept': true });
       await service.deleteSession({ appName, userId: 'u1', sessionId: 's1' });
       const recreated = await service.createSession({ appName, userId: 'u1', sessionId: 's1', state: { c: 3 } });
+      // user: state belongs to the user, not to the session, so the new session sees it again.
       expect(plain(recreated.state)).toEqual({ c: 3, 'user:kept': true });
       const loaded = await kit.reload(recreated);
       expect(loaded.events).toEqual([]);

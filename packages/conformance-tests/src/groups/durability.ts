@@ -33,6 +33,7 @@ export const durability: Group = {
         await put(first, session, { a: 1 });
         const loaded = await kit.reload(session, { service: second });
         await put(second, loaded, { a: 2 });
+        // The revision lives in the stored session, so the first instance's object is now behind.
         const stale = await put(first, session, { a: 3 }).catch((error: { code?: string }) => error.code);
         expect(stale).toBe('STALE_SESSION');
         expect((await kit.reload(session, { service: first })).state.a).toBe(2);

@@ -7,6 +7,7 @@ export const events: Group = {
   define({ test }) {
     test('events come back in append order, never re-sorted by timestamp', async (kit) => {
       const { service, session } = await kit.fresh();
+      // The log is the conversation ADK replays; timestamps come from callers' clocks and may go back.
       const stamps = [5_000, 1_000, 9_000, 1_000, 3_000];
       const appended = [];
       for (const timestamp of stamps) appended.push(await put(service, session, {}, { timestamp }));
@@ -47,6 +48,7 @@ export const events: Group = {
 
     test('the stored lastUpdateTime is the timestamp of the last appended event, even an older one', async (kit) => {
       const { service, session } = await kit.fresh();
+      // As in ADK's own services: the last event's timestamp, not the largest one.
       await put(service, session, {}, { timestamp: 2_000_000_000_000 });
       expect(session.lastUpdateTime).toBe(2_000_000_000_000);
       await put(service, session, {}, { timestamp: 1_000_000_000_000 });
@@ -98,6 +100,7 @@ export const events: Group = {
       const appended = [];
       for (const timestamp of [5_000, 1_000, 7_000, 8_000])
         appended.push((await put(service, session, {}, { timestamp })).id);
+      // Scanned back from the newest event, as ADK's own filter is, so the answer is always a tail of the log.
       const read = (afterTimestamp: number) => kit.reload(session, { afterTimestamp });
       expect(ids(await read(3_000))).toEqual(appended.slice(2));
       expect(ids(await read(6_000))).toEqual(appended.slice(2));
@@ -116,6 +119,7 @@ export const events: Group = {
 
     test('a partial event is returned untouched and nothing is stored', async (kit) => {
       const { service, session } = await kit.fresh();
+      // A partial event is a streamed chunk; ADK stores only the final event that follows it.
       const event = makeEvent({ 'temp:t': 1, a: 1 }, { partial: true });
       const returned = await service.appendEvent({ session, event });
       expect(returned).toBe(event);

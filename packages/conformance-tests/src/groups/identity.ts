@@ -34,6 +34,7 @@ export const identity: Group = {
       const service = await kit.service();
       const appName = kit.app();
       const a = await service.createSession({ appName, userId: 'u1' });
+      // '' counts as no id, as in ADK's own services (sessionId || a new UUID).
       const b = await service.createSession({ appName, userId: 'u1', sessionId: '' });
       expect(a.id).toMatch(UUID_V4);
       expect(b.id).toMatch(UUID_V4);
@@ -101,6 +102,7 @@ export const identity: Group = {
         sessionId: 's1',
         state: { nested: { list: [1, 2] }, 'user:u': { v: 1 } },
       });
+      // Callers, ADK's Runner among them, change the objects they hold; only an append may reach storage.
       (created.state.nested as { list: number[] }).list.push(3);
       created.state.added = true;
       await put(service, created, { n: 1 });

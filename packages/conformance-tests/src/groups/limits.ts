@@ -108,6 +108,7 @@ export const limits: Group = {
     });
 
     test('absurd service options are refused with InvalidArgumentError when the service is made', async (kit) => {
+      // A misconfigured service fails when it is made, not at its first request in production.
       const absurd: Array<Record<string, unknown>> = [
         { timeoutMs: 0 },
         { timeoutMs: -1 },

@@ -9,6 +9,7 @@ export const reappend: Group = {
       const { service, session } = await kit.fresh();
       const first = await put(service, session, { a: 1 }, { text: 'first' });
       const second = await put(service, session, { b: 1 }, { text: 'second' });
+      // ADK's own appendEvent replaces an event of the same id where it stands, so a store must too.
       const again = makeEvent({ a: 2 }, { id: first.id, text: 'first, revised' });
       await service.appendEvent({ session, event: again });
       expect(ids(session)).toEqual([first.id, second.id]);

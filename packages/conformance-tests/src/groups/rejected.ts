@@ -76,6 +76,7 @@ export const rejected: Group = {
     test('a bad value in a delta refuses the whole event: no event, no state, caller untouched', async (kit) => {
       const { service, session, appName } = await kit.fresh({ state: { keep: 1 } });
       await put(service, session, { before: true });
+      // The caller may fix the event and try again, so a refusal leaves its session exactly as it was.
       for (const [label, make] of BAD_VALUES) {
         const snapshot = { state: { ...session.state }, events: ids(session) };
         const event = makeEvent({ good: 1, 'user:good': 1, 'app:good': 1, 'temp:t': 1, bad: { nested: [0, make()] } });

@@ -86,6 +86,7 @@ export const runtime: Group = {
 
         const stored = await kit.reload(session);
         expect(plain(stored.state)).toEqual(scope.own);
+        // The first stored event is the user's message, which the Runner stores but does not yield.
         expect(ids(stored).slice(1)).toEqual(yielded.map((event) => event.id));
         expect(plain(stored.events[1]?.actions.stateDelta)).toEqual(scope.delta);
         expect(storedDeltaKeys(stored).filter((key) => key.startsWith('temp:'))).toEqual([]);

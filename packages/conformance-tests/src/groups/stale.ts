@@ -39,6 +39,7 @@ export const stale: Group = {
       const key = { appName, userId: 'u1', sessionId: 's1' };
       await service.deleteSession(key);
       const again = await service.createSession({ ...key, state: { n: 10 } });
+      // The re-created session is another session: writes built on the deleted one must never land in it.
       await expectCode(put(service, old, { n: 1, 'user:u': 'old' }), 'STALE_SESSION', 'StaleSessionError');
       await put(service, again, { n: 11 });
       const loaded = await kit.reload(again);
@@ -52,6 +53,7 @@ export const stale: Group = {
       await put(service, a, { n: 2 });
       const event = makeEvent({ 'temp:t': 1, m: 1 });
       await expectCode(service.appendEvent({ session: b, event }), 'STALE_SESSION');
+      // temp: keys are given back to the caller's event on a refused append, so it can be appended again whole.
       expect(plain(event.actions.stateDelta)).toEqual({ 'temp:t': 1, m: 1 });
       const current = await kit.reload(session);
       await service.appendEvent({ session: current, event });
@@ -61,6 +63,7 @@ export const stale: Group = {
 
     test('one session object appending many times in the same millisecond is never stale', async (kit) => {
       const { service, session } = await kit.fresh();
+      // Equal timestamps are no conflict: every append moves the revision on, whatever the clock says.
       const appended = [];
       for (let i = 0; i < 20; i++) appended.push((await put(service, session, { i }, { timestamp: 1_000 })).id);
       const loaded = await kit.reload(session);
@@ -70,6 +73,7 @@ export const stale: Group = {
 
     test('events with older timestamps than the stored lastUpdateTime are not stale', async (kit) => {
       const { service, session } = await kit.fresh();
+      // Staleness is decided by the session's revision, not the clock (lastUpdateTime): timestamps are the caller's.
       await put(service, session, { a: 1 }, { timestamp: Date.now() + 3_600_000 });
       await put(service, session, { a: 2 }, { timestamp: 1_000 });
       const copy = await kit.reload(session);
@@ -79,6 +83,7 @@ export const stale: Group = {
 
     test('a fresh read is current even when the stored lastUpdateTime is in the future', async (kit) => {
       const { service, session } = await kit.fresh();
+      // A clock check would refuse every write after a future-stamped event; the revision check does not.
       await put(service, session, {}, { timestamp: Date.now() + 86_400_000 });
       const reread = await kit.reload(session);
       await put(service, reread, { ok: true }, { timestamp: Date.now() });
@@ -88,6 +93,7 @@ export const stale: Group = {
     test('a session read with an event filter is still current', async (kit) => {
       const { service, session } = await kit.fresh();
       for (let i = 0; i < 5; i++) await put(service, session, { i });
+      // The read carries the session's revision, so holding fewer events does not make it stale.
       const tail = await kit.reload(session, { numRecentEvents: 0 });
       await put(service, tail, { i: 99 });
       expect((await kit.reload(session)).events).toHaveLength(6);
@@ -96,6 +102,7 @@ export const stale: Group = {
     test('a hand-built or cloned session is current when its newest event is the newest stored event', async (kit) => {
       const { service, session, appName } = await kit.fresh({ sessionId: 's1' });
       await put(service, session, { a: 1 });
+      // An object the service never handed out has no revision of its own: its newest event id stands in for it.
       const clone = structuredClone({ ...session, events: session.events.map((e) => ({ ...e })) }) as Session;
       await put(service, clone, { a: 2 });
       const byHand: Session = {
@@ -152,6 +159,7 @@ export const stale: Group = {
 
     test("onStale: 'reload' reloads the caller's session in place and then applies the event", async (kit) => {
       const { service, session, a, b } = await twoCopies(kit, { onStale: 'reload' });
+      // ADK's Runner goes on with the session object it holds, so the reload must land in that object.
       const stateObject = b.state;
       const eventsArray = b.events;
       b.state['temp:carry'] = 'kept';

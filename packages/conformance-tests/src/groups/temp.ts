@@ -27,6 +27,7 @@ export const temp: Group = {
 
     test('the returned and the stored event carry no temp: key', async (kit) => {
       const { service, session } = await kit.fresh();
+      // ADK's own appendEvent strips temp: keys from the event, so neither copy may carry them.
       const event = makeEvent({ 'temp:a': 1, b: 2, 'temp:c': null });
       const returned = await service.appendEvent({ session, event });
       expect(plain(returned.actions.stateDelta)).toEqual({ b: 2 });
@@ -37,6 +38,7 @@ export const temp: Group = {
 
     test('a temp: value is readable by the next append of the same session object', async (kit) => {
       const { service, session } = await kit.fresh();
+      // The rest of the invocation (tools, templates, the next agent) reads temp: values from this object.
       await put(service, session, { 'temp:step': 1 });
       await put(service, session, { done: session.state['temp:step'] });
       expect(session.state['temp:step']).toBe(1);

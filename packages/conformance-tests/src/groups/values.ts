@@ -43,6 +43,7 @@ export const values: Group = {
 
     test('null is stored as null and does not delete the key', async (kit) => {
       const { service, session, appName } = await kit.fresh({ state: { a: 1, 'user:b': 1, 'app:c': 1 } });
+      // A delta has no way to delete: null is a value like any other, in every scope.
       await put(service, session, { a: null, 'user:b': null, 'app:c': null });
       const loaded = await kit.reload(session);
       expect(loaded.state).toStrictEqual({ a: null, 'user:b': null, 'app:c': null });
@@ -54,6 +55,7 @@ export const values: Group = {
       const { service, session } = await kit.fresh({
         state: { cfg: { a: 1, b: { c: 2 } }, 'user:cfg': { keep: 1 } },
       });
+      // ADK applies a delta key by key with plain assignment, so a store must not merge nested objects either.
       await put(service, session, { cfg: { b: { d: 3 } }, 'user:cfg': { other: 2 } });
       const loaded = await kit.reload(session);
       expect(loaded.state).toStrictEqual({ cfg: { b: { d: 3 } }, 'user:cfg': { other: 2 } });
