@@ -5,10 +5,11 @@
  */
 import type { BaseSessionService, Session } from '@google/adk';
 import { runConcurrently } from './backends/process.js';
+import type { Probe } from './backends/types.js';
 import { benchEvent, benchEvents } from './events.js';
 import { historyEvents, sessionState } from './seed-data.js';
 import { nowMs } from './stats.js';
-import type { Probe, RoundTripCounter, Seeder, SessionKey } from './targets/types.js';
+import type { RoundTripCounter, Seeder, SessionKey } from './targets/types.js';
 
 /** One sample of an append workload. */
 export interface AppendSample {

@@ -7,8 +7,8 @@
 import { createRequire } from 'node:module';
 import { firestoreClientEnv } from '@adk-state/test-servers/firestore/env';
 import { Firestore } from '@google-cloud/firestore';
-import type { BackendSpec, RunningBackend } from '../targets/types.js';
 import { startChildServer } from './child.js';
+import type { BackendSpec, RunningBackend } from './types.js';
 
 export interface FirestoreBackend extends RunningBackend {
   /** `host:port`, as FIRESTORE_EMULATOR_HOST expects it. */

@@ -7,8 +7,8 @@
  */
 import { createRequire } from 'node:module';
 import { MongoClient } from 'mongodb';
-import type { BackendSpec, RunningBackend } from '../targets/types.js';
 import { startChildServer } from './child.js';
+import type { BackendSpec, RunningBackend } from './types.js';
 
 export interface MongoBackend extends RunningBackend {
   /** A connection string for the official driver. */

@@ -11,8 +11,8 @@ import { chown, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import type { BackendSpec, RunningBackend } from '../targets/types.js';
 import { freePort, run } from './process.js';
+import type { BackendSpec, RunningBackend } from './types.js';
 
 export interface PostgresBackend extends RunningBackend {
   /** `postgresql://postgres@127.0.0.1:<port>/postgres` */

@@ -4,7 +4,7 @@
  * (no persistence: no AOF, no snapshots).
  */
 import { Redis } from 'ioredis';
-import type { BackendSpec, Probe, RunningBackend } from '../targets/types.js';
+import type { BackendSpec, Probe, RunningBackend } from './types.js';
 
 export interface RedisBackend extends RunningBackend {
   /** `redis://127.0.0.1:<port>` */

@@ -8,7 +8,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import sqlite3 from 'sqlite3';
-import type { BackendSpec, RunningBackend } from '../targets/types.js';
+import type { BackendSpec, RunningBackend } from './types.js';
 
 export interface SqliteBackend extends RunningBackend {
   /** The database file. */

@@ -9,8 +9,9 @@ import { PostgreSqlDriver } from '@mikro-orm/postgresql';
 import { SqliteDriver } from '@mikro-orm/sqlite';
 import { type PostgresBackend, postgresBackend } from '../backends/postgres.js';
 import { type SqliteBackend, sqliteBackend } from '../backends/sqlite.js';
+import { IN_PROCESS } from '../backends/types.js';
 import { sessionState } from '../seed-data.js';
-import { defineTarget, IN_PROCESS, type OpenTarget, type SessionKey } from './types.js';
+import { defineTarget, type OpenTarget, type SessionKey } from './types.js';
 
 export const adkInMemory = defineTarget({
   id: 'adk-in-memory',

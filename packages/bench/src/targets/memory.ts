@@ -1,6 +1,7 @@
 /** The embedded default store of adk-state: `@adk-state/adapter-memory`. */
 import { MemorySessionService } from '@adk-state/adapter-memory';
-import { defineTarget, IN_PROCESS } from './types.js';
+import { IN_PROCESS } from '../backends/types.js';
+import { defineTarget } from './types.js';
 
 export const memoryStore = defineTarget({
   id: 'memory',

@@ -6,7 +6,8 @@
  */
 import { MongoClient } from 'mongodb';
 import { type MongoBackend, mongo7Backend, mongoBackend } from '../backends/mongo.js';
-import { adapterSeeder, type BackendSpec, defineTarget, type OpenTarget } from './types.js';
+import type { BackendSpec } from '../backends/types.js';
+import { adapterSeeder, defineTarget, type OpenTarget } from './types.js';
 
 /** Connection handshakes, not requests of an operation. */
 const HANDSHAKES = new Set(['hello', 'isMaster', 'ismaster']);

@@ -1,41 +1,15 @@
 /**
- * What the bench measures: targets (a session service on a backend) and the
- * backends they run on. Adding a store is one {@link defineTarget} call in
- * `registry.ts`, plus a {@link BackendSpec} when it needs a new server.
+ * What the bench measures: targets, each a session service on a backend
+ * (`../backends/types.ts`). Adding a store is one {@link defineTarget} call in
+ * `registry.ts`, plus a {@link BackendSpec} in `../backends/` when it needs a
+ * new server.
  */
 import type { BaseSessionService, Event } from '@google/adk';
+import type { BackendSpec, RunningBackend } from '../backends/types.js';
 import type { ClusterResult } from '../results.js';
 
 /** `store`: an adk-state store. `peer`: one of `@google/adk`'s own session services. */
 export type TargetKind = 'store' | 'peer';
-
-/** One trivial request to a backend: its physical limit from this client. */
-export interface Probe {
-  /** e.g. `PING`, `SELECT 1`. */
-  name: string;
-  run(): Promise<unknown>;
-}
-
-/** A backend the bench started (or an in-process one). */
-export interface RunningBackend {
-  /** Facts printed with the results: version, the settings that matter. */
-  details: string;
-  /** Round trips that do no work: the rate no store on this backend can beat. */
-  probes: Probe[];
-  /**
-   * Server processes that left the bench's process tree (a daemon such as
-   * PostgreSQL's postmaster, started by `pg_ctl`), so that they are pinned
-   * with the servers that stayed its children.
-   */
-  detachedPids?(): number[];
-  stop(): Promise<void>;
-}
-
-export interface BackendSpec<B extends RunningBackend = RunningBackend> {
-  id: string;
-  label: string;
-  start(): Promise<B>;
-}
 
 /** Counts the requests that operations make to their backend. */
 export interface RoundTripCounter {
@@ -130,12 +104,3 @@ export function defineTarget<B extends RunningBackend>(spec: TargetSpec<B>): Any
     open: (backend) => spec.open(backend as B),
   };
 }
-
-/** The backend of targets that live in the bench's own process. */
-export const IN_PROCESS: BackendSpec = {
-  id: 'in-process',
-  label: 'in process',
-  async start() {
-    return { details: 'no server: the store lives in the bench process', probes: [], async stop() {} };
-  },
-};
