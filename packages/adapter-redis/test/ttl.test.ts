@@ -61,7 +61,9 @@ describe('session time to live', () => {
 
     const plain = new RedisSessionService({ client, keyPrefix });
     await plain.createSession({ appName: session.appName, userId: 'u1', sessionId: 'forever' });
-    expect(await client.pttl(sessionKeys(keyPrefix, session.appName, 'u1', 'forever', DEFAULT_SHARDS).session)).toBe(-1);
+    expect(await client.pttl(sessionKeys(keyPrefix, session.appName, 'u1', 'forever', DEFAULT_SHARDS).session)).toBe(
+      -1,
+    );
   });
 
   it('an idle session expires with its events; user and app state stay; listings forget it', async () => {

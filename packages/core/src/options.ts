@@ -91,7 +91,10 @@ export function expiryOf(options: ExpiryOptions, limits: ExpiryLimits): Expiry |
   const clock = given[0] as ExpiryClock;
   const name = EXPIRY_OPTION[clock];
   if (!clocks.includes(clock)) {
-    throw new InvalidArgumentError(name, `is not supported by this store${limits.unsupported ? `: ${limits.unsupported}` : ''}`);
+    throw new InvalidArgumentError(
+      name,
+      `is not supported by this store${limits.unsupported ? `: ${limits.unsupported}` : ''}`,
+    );
   }
   const seconds = options[name];
   assertPositiveNumber(name, seconds, { max: limits.max });
