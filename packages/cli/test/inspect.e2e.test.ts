@@ -140,12 +140,18 @@ describe('adk-state inspect', () => {
         const page = await loopbackPage(browser, 1400);
         await page.goto(cli.url, { waitUntil: 'networkidle' });
         await page.getByText(`ada / ${sessionId}`).click();
-        await expect.poll(() => page.locator('tr.event').count()).toBe(8);
-        await expect.poll(() => page.locator('#detail').textContent()).toContain('Noted: again (turn 2)');
+        await expect.poll(() => page.locator('tr.event').count(), { timeout: 15_000 }).toBe(8);
+        await expect
+          .poll(() => page.locator('#detail').textContent(), { timeout: 15_000 })
+          .toContain('Noted: again (turn 2)');
         await page.locator('tr.event').nth(2).click();
-        await expect.poll(() => page.locator('#detail li').first().textContent()).toBe('user:turns: (unset) → 1');
+        await expect
+          .poll(() => page.locator('#detail li').first().textContent(), { timeout: 15_000 })
+          .toBe('user:turns: (unset) → 1');
         await page.locator('#next').click();
-        await expect.poll(() => page.locator('#detail li').first().textContent()).toContain('last_reply: (unset) →');
+        await expect
+          .poll(() => page.locator('#detail li').first().textContent(), { timeout: 15_000 })
+          .toContain('last_reply: (unset) →');
         mkdirSync(ARTIFACTS, { recursive: true });
         await page.screenshot({ path: `${ARTIFACTS}inspect.png`, fullPage: true });
         expect(existsSync(`${ARTIFACTS}inspect.png`)).toBe(true);

@@ -35,7 +35,7 @@ describe('adk-state web --session_service_uri redis://… in headless Chromium',
   it('picks the app, sends a message, shows the reply, and the session is in Redis', async () => {
     const page = await loopbackPage(browser, 1280);
     await page.goto(`${cli.url}/`, { waitUntil: 'networkidle' });
-    await expect.poll(() => page.url()).toContain('app=greeter');
+    await expect.poll(() => page.url(), { timeout: 30_000 }).toContain('app=greeter');
 
     const box = page.locator('textarea');
     await box.fill('hello from the browser');
