@@ -340,7 +340,8 @@ export class FirestoreStore implements SessionStore {
     const refs = this.#layout.session(key);
     if (filter.limit !== undefined && filter.limit > 0) {
       // The last n events by their ids, kept in the session document: no query, whatever the history's length.
-      const [session, user, app] = await this.#readAtOneMoment([refs.session, refs.user, refs.app], call);
+      const read = await this.#readAtOneMoment([refs.session, refs.user, refs.app], undefined, call);
+      const [session, user, app] = read.docs;
       if (!session?.exists) return undefined;
       const head = session.data() as SessionDocument;
       checkCall(call);
@@ -356,15 +357,15 @@ export class FirestoreStore implements SessionStore {
       checkCall(call);
     }
     const query = eventQuery(refs, filter);
-    const read = await this.#readTogether([refs.session, refs.user, refs.app], query, call);
-    const [session, user, app] = read.docs as [DocumentSnapshot, DocumentSnapshot, DocumentSnapshot];
-    if (!session.exists) return undefined;
+    const read = await this.#readAtOneMoment([refs.session, refs.user, refs.app], query, call);
+    const [session, user, app] = read.docs;
+    if (!session?.exists) return undefined;
     const head = session.data() as SessionDocument;
     const stored = read.events.map((doc) => doc.data() as EventDocument);
     return {
       session: toRecord(head),
-      userState: decodeState(user.get('state')),
-      appState: decodeState(app.get('state')),
+      userState: decodeState(user?.get('state')),
+      appState: decodeState(app?.get('state')),
       events: selectStored(stored, filter, head.eventCount),
     };
   }
@@ -487,22 +488,26 @@ export class FirestoreStore implements SessionStore {
     // How many sessions from the start the window needs; may be beyond what a query takes.
     const needed = query.limit === undefined ? undefined : query.offset + query.limit;
 
+    // Every read is made at one moment, the read time of a plain read of the app's bucket: a plain
+    // query reports a read time later than the moment it scanned (on an emulator), so the sessions
+    // and the buckets read beside them could show two halves of one append.
+    const [appNow] = await this.firestore.getAll(appRef);
+    const at = (appNow as DocumentSnapshot).readTime;
+    checkCall(call);
     let heads: SessionDocument[] = [];
     let total: number | undefined;
-    let at: Timestamp;
     // The limit of the query that read `heads`, when it may have left sessions out.
     let cut: number | undefined;
     if (needed === undefined || (needed > 0 && needed <= MAX_QUERY_LIMIT)) {
-      const read = await (needed === undefined ? ordered : ordered.limit(needed)).get();
-      heads = read.docs.map((doc) => doc.data() as SessionDocument);
+      const listed = needed === undefined ? ordered : ordered.limit(needed);
+      heads = await this.#readAt(at, async (tx) =>
+        (await tx.get(listed)).docs.map((doc) => doc.data() as SessionDocument),
+      );
       if (needed === undefined) total = heads.length;
       cut = needed;
-      at = read.readTime;
     } else {
       // No session asked for (limit 0), or a window past what a query takes: the total decides.
-      const counted = await matching.count().get();
-      total = counted.data().count;
-      at = counted.readTime;
+      total = await this.#readAt(at, async (tx) => (await tx.get(matching.count())).data().count);
       if (needed > 0 && query.offset < total) {
         checkCall(call);
         const limit = Math.min(total, MAX_QUERY_LIMIT);
@@ -637,50 +642,43 @@ export class FirestoreStore implements SessionStore {
   }
 
   /**
-   * Documents (a session head first, then its buckets) as they were at one
-   * moment: a batched get gives the moment (its read time), and a read at
-   * that fixed time gives the documents. An append writes the head and the
-   * buckets in one commit, but an emulator may show a commit to plain reads
-   * document by document; a read at a fixed time never shows half of one.
+   * Documents (a session head first, then its buckets) and, when a query is
+   * given, its results, all as they were at one moment: a plain read of the
+   * head gives the moment (its read time), and a read-only read at that fixed
+   * time gives everything. Plain reads are not enough on an emulator: a
+   * batched get may show a commit document by document, and a query reports
+   * a read time later than the moment it scanned, so an append that lands
+   * during the scan would be in the documents but not in the events. A server
+   * that ignores the read time is caught by `showsMoment`, and everything is
+   * read again at a new moment.
    */
-  async #readAtOneMoment(refs: DocumentReference[], call: StoreCall | undefined): Promise<DocumentSnapshot[]> {
-    const docs = await this.firestore.getAll(...refs);
-    const at = docs[0]?.readTime;
-    if (!at || !docs[0]?.exists) return docs;
-    checkCall(call);
-    return this.#readAt(at, (tx) => tx.getAll(...refs));
+  async #readAtOneMoment(
+    refs: DocumentReference[],
+    query: Query | undefined,
+    call: StoreCall | undefined,
+  ): Promise<{ docs: DocumentSnapshot[]; events: QueryDocumentSnapshot[] }> {
+    for (let attempt = 1; ; attempt++) {
+      if (attempt > 1) checkCall(call);
+      const [head] = await this.firestore.getAll(refs[0] as DocumentReference);
+      if (!head?.exists) return { docs: head ? [head] : [], events: [] };
+      checkCall(call);
+      const at = head.readTime;
+      const [docs, events] = await this.#readAt(at, (tx) =>
+        settleAll<[DocumentSnapshot[], QueryDocumentSnapshot[]]>([
+          tx.getAll(...refs),
+          query ? tx.get(query).then((read) => read.docs) : Promise.resolve([]),
+        ]),
+      );
+      if (showsMoment([...docs, ...events], at)) return { docs, events };
+      if (attempt >= MAX_READ_ATTEMPTS) {
+        throw new Error(`could not read a session and its events at one moment in ${attempt} attempts; try again`);
+      }
+    }
   }
 
   /** Reads in a read-only transaction at the fixed time `at` (no transaction is begun: nothing to roll back). */
   #readAt<T>(at: Timestamp, read: (tx: Transaction) => Promise<T>): Promise<T> {
     return this.firestore.runTransaction(read, { readOnly: true, readTime: at });
-  }
-
-  /**
-   * Reads a query, then the documents at the query's read time `at` (a
-   * read-only read at a fixed time), so that both show one moment; a server
-   * that ignores the read time is caught by `showsMoment` (no document may
-   * be written at or after `at`), and the pair is read again.
-   */
-  async #readTogether(
-    refs: DocumentReference[],
-    query: Query | undefined,
-    call: StoreCall | undefined,
-  ): Promise<{ docs: DocumentSnapshot[]; events: QueryDocumentSnapshot[] }> {
-    if (!query) return { docs: await this.#readAtOneMoment(refs, call), events: [] };
-    for (let attempt = 1; ; attempt++) {
-      if (attempt > 1) checkCall(call);
-      // The documents are always read at the query's read time: a plain read of several documents
-      // beside it could show a commit half applied (as an emulator may), a read at a fixed time never.
-      const events = await query.get();
-      const at = events.readTime;
-      checkCall(call);
-      const pinned = await this.#readAt(at, (tx) => tx.getAll(...refs));
-      if (showsMoment(pinned, at, (read) => compareTimes(at, read) === 0)) return { docs: pinned, events: events.docs };
-      if (attempt >= MAX_READ_ATTEMPTS) {
-        throw new Error(`could not read a session and its events at one moment in ${attempt} attempts; try again`);
-      }
-    }
   }
 
   /** Removes events left by an earlier session with this key, while (and only while) no session has it. */
@@ -713,13 +711,12 @@ function compareTimes(a: Timestamp, b: Timestamp | undefined): number {
 }
 
 /**
- * True when documents read as `readOk` says show the state at `at`: the
- * session head is missing (the session does not exist: nothing to pair), or
- * no document was written at or after `at`.
+ * True when documents read at `at` show the state at `at`: each says it was
+ * read at `at` and none was written at or after it (a server that ignores
+ * the read time shows later writes).
  */
-function showsMoment(docs: DocumentSnapshot[], at: Timestamp, readOk: (readTime: Timestamp) => boolean): boolean {
-  if (!docs[0]?.exists) return true;
-  return docs.every((doc) => readOk(doc.readTime) && (!doc.exists || compareTimes(at, doc.updateTime) > 0));
+function showsMoment(docs: DocumentSnapshot[], at: Timestamp): boolean {
+  return docs.every((doc) => compareTimes(at, doc.readTime) === 0 && (!doc.exists || compareTimes(at, doc.updateTime) > 0));
 }
 
 /** The events query a filter needs (undefined when it can return nothing). */

@@ -142,19 +142,26 @@ local function app_pairs(from, count, app_state, pending, revision, session)
 end
 
 -- Forgets the pending app deltas up to revision 'upto' (known applied), and
--- returns those left, { revision, delta, ... } (empty when none).
-local function pending_left(pending, upto)
+-- returns those left, { revision, delta, ... } (empty when none). The session
+-- hash keeps the highest revision forgotten ('\0k'): a reader that saw the app
+-- bucket before a delta was applied can tell it will not find that delta here.
+local function pending_left(pending, upto, session)
   local left = redis.call('HGETALL', pending)
   if #left == 0 or upto == '' then return left end
   local limit = tonumber(upto)
   local kept = {}
+  local forgot = false
   for at = 1, #left, 2 do
     if tonumber(left[at]) <= limit then
       redis.call('HDEL', pending, left[at])
+      forgot = true
     else
       kept[#kept + 1] = left[at]
       kept[#kept + 1] = left[at + 1]
     end
+  end
+  if forgot and limit > tonumber(redis.call('HGET', session, '\0k') or '-1') then
+    redis.call('HSET', session, '\0k', upto)
   end
   return kept
 end
@@ -314,7 +321,7 @@ if at then
   expire_session(KEYS.session, KEYS.events, KEYS.eventIds, KEYS.pending, KEYS.expiry, at, ARGV.expiryMember)
 end
 if KEYS.appState or (n_app == 0 and ARGV.appliedUpTo == '' and redis.call('EXISTS', KEYS.pending) == 0) then return 0 end
-local left = pending_left(KEYS.pending, ARGV.appliedUpTo)
+local left = pending_left(KEYS.pending, ARGV.appliedUpTo, KEYS.session)
 if #left == 0 then return 0 end
 return { meta[3], left }
 `,
@@ -420,7 +427,7 @@ local pending = {}
 if KEYS.appState then
   app = redis.call('HGETALL', KEYS.appState)
 else
-  pending = pending_left(KEYS.pending, ARGV.appliedUpTo)
+  pending = pending_left(KEYS.pending, ARGV.appliedUpTo, KEYS.session)
 end
 return { session, redis.call('HGETALL', KEYS.userState), app, events, pending }
 `,
@@ -600,6 +607,18 @@ return out
 
 /** One bucket as a flat field/value array. */
 export const READ_BUCKET = define('readBucket', ['bucket'] as const, [], `return redis.call('HGETALL', KEYS.bucket)`);
+
+/**
+ * The app bucket and the watermark of one session (`pair`): how far that
+ * session's app deltas had been applied when the bucket was read ('' for
+ * none). Returns { appBucket, watermark }.
+ */
+export const READ_APP = define(
+  'readApp',
+  ['appState', 'watermarks'] as const,
+  ['pair'] as const,
+  `return { redis.call('HGETALL', KEYS.appState), redis.call('HGET', KEYS.watermarks, ARGV.pair) or '' }`,
+);
 
 /** Sends one command and resolves with its reply (see `connection.ts`). */
 export type Send = (command: string, args: Array<string | number>) => Promise<unknown>;

@@ -53,12 +53,13 @@ import {
   LIST,
   LIST_SHARDS,
   LOAD,
+  READ_APP,
   READ_BUCKET,
   runScript,
   type Script,
 } from './scripts.js';
 
-const scripts: readonly Script[] = [CREATE, APPEND, APPLY, IMPORT, LOAD, DELETE, LIST, LIST_SHARDS, FETCH, READ_BUCKET];
+const scripts: readonly Script[] = [CREATE, APPEND, APPLY, IMPORT, LOAD, DELETE, LIST, LIST_SHARDS, FETCH, READ_BUCKET, READ_APP];
 
 /** What {@link RedisStore} needs besides a client. */
 export interface RedisStoreOptions {
@@ -86,6 +87,9 @@ export const SCRIPT_SHAS: Readonly<Record<string, string>> = Object.fromEntries(
 
 /** How many sessions the store remembers as "pending app deltas applied up to revision n", to clear on its next call. */
 const APPLIED_MEMORY = 10_000;
+
+/** How many times getSession reads before it gives up on finding one moment (only under constant writes). */
+const MAX_READ_ATTEMPTS = 8;
 
 /** How many sessions' keys {@link RedisStore} keeps at hand. */
 const KEY_CACHE_SIZE = 1_024;
@@ -179,41 +183,97 @@ export class RedisStore implements SessionStore {
       pending: keys.pending,
       appState: keys.sameSlot ? keys.app.appState : undefined,
     });
-    const loading = this.#run(
-      'getSession',
-      false,
-      call,
-      LOAD,
-      loadKeys,
-      argList(LOAD, {
-        afterTimestamp: after === undefined ? '' : String(after),
-        limit: limit === undefined ? '' : String(limit),
-        appliedUpTo: this.#takeApplied(keys),
-      }),
-    );
-    // The app bucket has a slot of its own: read it at the same time.
-    const appRead = keys.sameSlot ? undefined : this.#readBucket('getSession', call, keys.app.appState);
-    appRead?.catch(() => {});
-    const reply = await loading;
-    if (!Array.isArray(reply)) {
-      await appRead?.catch(() => {});
-      return undefined;
-    }
-    const [session, user, app, entries, pending] = reply as [string[], string[], string[] | number, string[], Pending];
-    let appState: string[];
-    if (Array.isArray(app)) appState = app;
-    else if (pending.length > 0) {
-      // A write of this session died between its two steps: roll its app delta forward now.
-      const first = fieldOf(session, FIRST_FIELD) ?? '';
-      appRead?.catch(() => {});
-      appState = await this.#settle('getSession', call, keys, first, pending, true, false);
-    } else appState = (await appRead) as string[];
-    return {
-      session: toRecord(key, session),
-      userState: toBucket(user),
-      appState: toBucket(appState),
-      events: entries.map(decodeEntry),
+    const bounds = {
+      afterTimestamp: after === undefined ? '' : String(after),
+      limit: limit === undefined ? '' : String(limit),
     };
+    const load = async () =>
+      (await this.#run(
+        'getSession',
+        false,
+        call,
+        LOAD,
+        loadKeys,
+        argList(LOAD, { ...bounds, appliedUpTo: this.#takeApplied(keys) }),
+      )) as LoadReply | 0;
+    if (keys.sameSlot) {
+      // One script reads everything, app bucket included: one moment.
+      const reply = await load();
+      return reply === 0 ? undefined : loaded(key, reply, reply[2] as string[]);
+    }
+    // The app bucket has a slot of its own; the app delta of a write lands there in a second step.
+    // A view is of one moment when the app bucket holds exactly this session's deltas up to some
+    // revision w (its watermark) and the pending record still holds every later one up to the
+    // session's revision: those are laid over the bucket. Else it is read again, the app first.
+    for (let attempt = 1; ; attempt++) {
+      const appRead = this.#run(
+        'getSession',
+        false,
+        call,
+        READ_APP,
+        keyList(READ_APP, { appState: keys.app.appState, watermarks: keys.app.watermarks }),
+        argList(READ_APP, { pair: keys.pair }),
+      ) as Promise<[string[], string]>;
+      appRead.catch(() => {});
+      // The first time both go at once (on one server in this order); then the app bucket is read first.
+      if (attempt > 1) await appRead;
+      const reply = await load().catch(async (error: unknown) => {
+        await appRead.catch(() => {});
+        throw error;
+      });
+      if (reply === 0) {
+        await appRead.catch(() => {});
+        return undefined;
+      }
+      const [bucket, watermark] = await appRead;
+      const view = this.#appView(keys, reply, bucket, watermark);
+      if (view.settle.length > 0) {
+        // A write of this session is between its two steps, or died there: roll its app delta forward.
+        await this.#settle('getSession', call, keys, view.first, view.settle, false, false);
+      }
+      if (view.state) return loaded(key, reply, view.state);
+      if (attempt >= MAX_READ_ATTEMPTS) {
+        throw new Error(`could not read a session and its app state at one moment in ${attempt} attempts; try again`);
+      }
+    }
+  }
+
+  /**
+   * The app state a session read shows, from the app bucket and the
+   * session's watermark read beside it: undefined when the two are not of one
+   * moment (the bucket has a delta of this session newer than the session
+   * read, or one the pending record has already forgotten). `settle` holds
+   * the pending deltas the bucket did not have yet.
+   */
+  #appView(
+    keys: SessionKeys,
+    reply: LoadReply,
+    bucket: string[],
+    watermark: string,
+  ): { state: string[] | undefined; first: string; settle: Pending } {
+    const [session, , , , pending] = reply;
+    const first = fieldOf(session, FIRST_FIELD) ?? '';
+    const revision = Number(fieldOf(session, REVISION_FIELD));
+    const forgotten = Number(fieldOf(session, FORGOTTEN_FIELD) ?? -1);
+    const cut = watermark.indexOf(':');
+    const applied = cut > 0 && watermark.slice(0, cut) === first ? Number(watermark.slice(cut + 1)) : -1;
+    const later: Array<[number, string]> = [];
+    for (let index = 0; index < pending.length; index += 2) {
+      const at = Number(pending[index]);
+      if (at > applied) later.push([at, pending[index + 1] as string]);
+    }
+    const settle = later.flat().map(String);
+    if (later.length === 0 && pending.length > 0) this.#remember(keys.pending, applied);
+    if (applied > revision || forgotten > applied) return { state: undefined, first, settle };
+    if (later.length === 0) return { state: bucket, first, settle };
+    const state = new Map<string, string>();
+    for (let index = 0; index < bucket.length; index += 2) state.set(bucket[index] as string, bucket[index + 1] as string);
+    later.sort((a, b) => a[0] - b[0]);
+    for (const [, delta] of later) {
+      const fields = JSON.parse(delta) as string[];
+      for (let index = 0; index < fields.length; index += 2) state.set(fields[index] as string, fields[index + 1] as string);
+    }
+    return { state: [...state].flat(), first, settle };
   }
 
   async appendEvent(input: AppendInput, call?: StoreCall): Promise<AppendResult> {
@@ -594,6 +654,23 @@ export class RedisStore implements SessionStore {
 
 /** The session hash field of the first revision. */
 const FIRST_FIELD = '\u0000c';
+
+/** The session hash field of the highest revision whose pending app delta was forgotten (known applied). */
+const FORGOTTEN_FIELD = '\u0000k';
+
+/** The reply of {@link LOAD}: session hash, user bucket, app bucket (or 0: its own slot), log entries, pending deltas. */
+type LoadReply = [string[], string[], string[] | number, string[], Pending];
+
+/** A loaded session from the reply of {@link LOAD} and the app bucket of the same moment. */
+function loaded(key: SessionKey, reply: LoadReply, appState: string[]): LoadResult {
+  const [session, user, , entries] = reply;
+  return {
+    session: toRecord(key, session),
+    userState: toBucket(user),
+    appState: toBucket(appState),
+    events: entries.map(decodeEntry),
+  };
+}
 
 /** A field's value in a flat HGETALL reply. */
 function fieldOf(flat: readonly string[], field: string): string | undefined {

@@ -31,6 +31,26 @@ function dyingBeforeAppStep(client: Redis) {
   } as unknown as Redis;
 }
 
+/**
+ * A client that, once armed, holds the first command running `sha` until
+ * `meanwhile` has run (started a tick later, after the caller's other
+ * commands of that moment have left); `fired` says whether it did.
+ */
+function holdingOnce(client: Redis, sha: string, meanwhile: () => Promise<unknown>) {
+  const hook = { armed: false, fired: false, client: undefined as unknown as Redis };
+  hook.client = {
+    get status() {
+      return client.status;
+    },
+    call(command: string, args: Array<string | number>) {
+      if (!hook.armed || hook.fired || command !== 'evalsha' || args[0] !== sha) return client.call(command, args);
+      hook.fired = true;
+      return new Promise((resolve) => setImmediate(resolve)).then(meanwhile).then(() => client.call(command, args));
+    },
+  } as unknown as Redis;
+  return hook;
+}
+
 describe('app: keys over many shards (single server)', () => {
   let client: Redis;
   beforeAll(() => {
@@ -65,6 +85,60 @@ describe('app: keys over many shards (single server)', () => {
     const again = (await third.getSession({ appName, userId: 'ada', sessionId: 's1' })) as Session;
     expect(again.state['app:motto']).toBe('second');
     expect(await third.getAppState({ appName })).toEqual({ motto: 'second' });
+  });
+
+  it('a read whose app bucket is newer than its session read reads again: never the app half of a later append', async () => {
+    const appName = `app-${randomUUID()}`;
+    const key = { appName, userId: 'ada', sessionId: 's1' };
+    const writer = new RedisSessionService({ client, keyPrefix });
+    const session = await writer.createSession(key);
+    await writer.appendEvent({ session, event: testEvent({ n: 1, 'app:n': 1 }) });
+    // The session is read first, then an append lands whole, then the app bucket is read.
+    const hook = holdingOnce(client, SCRIPT_SHAS.readApp, () =>
+      writer.appendEvent({ session, event: testEvent({ n: 2, 'app:n': 2 }) }),
+    );
+    const reader = new RedisSessionService({ client: hook.client, keyPrefix });
+    await reader.getSession(key);
+    hook.armed = true;
+    const loaded = (await reader.getSession(key)) as Session;
+    expect(hook.fired).toBe(true);
+    expect(loaded.events).toHaveLength(2);
+    expect(loaded.state).toEqual({ n: 2, 'app:n': 2 });
+  });
+
+  it('a read whose session is newer than its app bucket lays the pending deltas over it, or reads again once they are forgotten', async () => {
+    const appName = `app-${randomUUID()}`;
+    const key = { appName, userId: 'ada', sessionId: 's1' };
+    const writer = new RedisSessionService({ client, keyPrefix });
+    const session = await writer.createSession(key);
+    await writer.appendEvent({ session, event: testEvent({ n: 1, 'app:a': 1 }) });
+    // The app bucket is read first; then two appends land whole, the second forgetting the first's
+    // pending app delta (known applied); then the session is read. The pending record no longer has
+    // 'app:b', and the bucket read did not have it yet.
+    const hook = holdingOnce(client, SCRIPT_SHAS.load, async () => {
+      await writer.appendEvent({ session, event: testEvent({ n: 2, 'app:b': 2 }) });
+      await writer.appendEvent({ session, event: testEvent({ n: 3 }) });
+    });
+    const reader = new RedisSessionService({ client: hook.client, keyPrefix });
+    await reader.getSession(key);
+    hook.armed = true;
+    const loaded = (await reader.getSession(key)) as Session;
+    expect(hook.fired).toBe(true);
+    expect(loaded.state).toEqual({ n: 3, 'app:a': 1, 'app:b': 2 });
+
+    // A write that died between its steps: its delta is pending and not in the bucket; a read lays it over.
+    const dying = new RedisSessionService({ client: dyingBeforeAppStep(client), keyPrefix });
+    const current = (await dying.getSession(key)) as Session;
+    await dying.appendEvent({ session: current, event: testEvent({ n: 4, 'app:c': 4 }) }).catch(() => undefined);
+    const held = holdingOnce(client, SCRIPT_SHAS.applyApp, async () => {
+      expect(await writer.getAppState({ appName })).toEqual({ a: 1, b: 2 });
+    });
+    const rolling = new RedisSessionService({ client: held.client, keyPrefix });
+    held.armed = true;
+    const after = (await rolling.getSession(key)) as Session;
+    expect(held.fired).toBe(true);
+    expect(after.state).toEqual({ n: 4, 'app:a': 1, 'app:b': 2, 'app:c': 4 });
+    expect(await writer.getAppState({ appName })).toEqual({ a: 1, b: 2, c: 4 });
   });
 
   it('deleting a session rolls its pending app delta forward', async () => {
