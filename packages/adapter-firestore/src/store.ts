@@ -488,22 +488,43 @@ export class FirestoreStore implements SessionStore {
     // How many sessions from the start the window needs; may be beyond what a query takes.
     const needed = query.limit === undefined ? undefined : query.offset + query.limit;
 
-    // Every read is made at one moment, the read time of a plain read of the app's bucket: a plain
-    // query reports a read time later than the moment it scanned (on an emulator), so the sessions
-    // and the buckets read beside them could show two halves of one append.
-    const [appNow] = await this.firestore.getAll(appRef);
-    const at = (appNow as DocumentSnapshot).readTime;
-    checkCall(call);
-    let heads: SessionDocument[] = [];
+    for (let attempt = 1; ; attempt++) {
+      if (attempt > 1) checkCall(call);
+      // Every read is made at one moment, the read time of a plain read of the app's bucket: a plain
+      // query reports a read time later than the moment it scanned (on an emulator), so the sessions
+      // and the buckets read beside them could show two halves of one append.
+      const [appNow] = await this.firestore.getAll(appRef);
+      const at = (appNow as DocumentSnapshot).readTime;
+      checkCall(call);
+      const listed = await this.#listAt(at, query, { matching, ordered, appRef, needed }, call);
+      if (showsMoment(listed.read, at)) return listed.result;
+      if (attempt >= MAX_READ_ATTEMPTS) {
+        throw new Error(`could not list the sessions at one moment in ${attempt} attempts; try again`);
+      }
+    }
+  }
+
+  /** One listing, every read at the time `at`; `read` holds every document it read, for `showsMoment`. */
+  async #listAt(
+    at: Timestamp,
+    query: ListQuery,
+    reads: { matching: Query; ordered: Query; appRef: DocumentReference; needed: number | undefined },
+    call: StoreCall | undefined,
+  ): Promise<{ result: ListResult; read: DocumentSnapshot[] }> {
+    const { matching, ordered, appRef, needed } = reads;
+    const read: DocumentSnapshot[] = [];
+    const heads = (docs: QueryDocumentSnapshot[]) => {
+      read.push(...docs);
+      return docs.map((doc) => doc.data() as SessionDocument);
+    };
+    let window: SessionDocument[] = [];
     let total: number | undefined;
-    // The limit of the query that read `heads`, when it may have left sessions out.
+    // The limit of the query that read `window`, when it may have left sessions out.
     let cut: number | undefined;
     if (needed === undefined || (needed > 0 && needed <= MAX_QUERY_LIMIT)) {
       const listed = needed === undefined ? ordered : ordered.limit(needed);
-      heads = await this.#readAt(at, async (tx) =>
-        (await tx.get(listed)).docs.map((doc) => doc.data() as SessionDocument),
-      );
-      if (needed === undefined) total = heads.length;
+      window = await this.#readAt(at, async (tx) => heads((await tx.get(listed)).docs));
+      if (needed === undefined) total = window.length;
       cut = needed;
     } else {
       // No session asked for (limit 0), or a window past what a query takes: the total decides.
@@ -512,45 +533,50 @@ export class FirestoreStore implements SessionStore {
         checkCall(call);
         const limit = Math.min(total, MAX_QUERY_LIMIT);
         cut = limit < total ? limit : undefined;
-        heads = await this.#readAt(at, async (tx) =>
-          (await tx.get(ordered.limit(limit))).docs.map((doc) => doc.data() as SessionDocument),
-        );
+        window = await this.#readAt(at, async (tx) => heads((await tx.get(ordered.limit(limit))).docs));
       }
     }
     // A session id longer than the order key keeps only its prefix; ties at the window's end are read whole.
-    const last = heads[heads.length - 1];
-    if (last && cut !== undefined && heads.length >= cut && mayBeCut(last.idOrder)) {
+    const last = window[window.length - 1];
+    if (last && cut !== undefined && window.length >= cut && mayBeCut(last.idOrder)) {
       checkCall(call);
       const tied = await this.#readAt(at, async (tx) =>
-        (
-          await tx.get(
-            matching
-              .select(...LISTED_FIELDS)
-              .where('lastUpdateKey', '==', last.lastUpdateKey)
-              .where('idOrder', '==', last.idOrder),
-          )
-        ).docs.map((doc) => doc.data() as SessionDocument),
+        heads(
+          (
+            await tx.get(
+              matching
+                .select(...LISTED_FIELDS)
+                .where('lastUpdateKey', '==', last.lastUpdateKey)
+                .where('idOrder', '==', last.idOrder),
+            )
+          ).docs,
+        ),
       );
-      heads = [
-        ...heads.filter((head) => head.lastUpdateKey !== last.lastUpdateKey || head.idOrder !== last.idOrder),
+      window = [
+        ...window.filter((head) => head.lastUpdateKey !== last.lastUpdateKey || head.idOrder !== last.idOrder),
         ...tied,
       ];
     }
-    const records = heads.map(toRecord).sort(compareSessions(query.order));
-    const window = records.slice(query.offset, query.limit === undefined ? undefined : query.offset + query.limit);
-    const owners = [...new Set(window.map((record) => record.userId))];
+    const records = window.map(toRecord).sort(compareSessions(query.order));
+    const page = records.slice(query.offset, query.limit === undefined ? undefined : query.offset + query.limit);
+    const owners = [...new Set(page.map((record) => record.userId))];
     checkCall(call);
-    const [count, [app, ...users]] = await this.#readAt(at, (tx) =>
+    const [count, buckets] = await this.#readAt(at, (tx) =>
       settleAll<[number, DocumentSnapshot[]]>([
         total === undefined ? tx.get(matching.count()).then((counted) => counted.data().count) : Promise.resolve(total),
         tx.getAll(appRef, ...owners.map((userId) => this.#layout.user(query.appName, userId))),
       ]),
     );
+    read.push(...buckets);
+    const [app, ...users] = buckets;
     const userStates = new Map<string, Bucket>();
     owners.forEach((userId, index) => {
       userStates.set(userId, decodeState(users[index]?.get('state')));
     });
-    return { totalItems: count, sessions: window, userStates, appState: decodeState(app?.get('state')) };
+    return {
+      result: { totalItems: count, sessions: page, userStates, appState: decodeState(app?.get('state')) },
+      read,
+    };
   }
 
   /** Merges a delta into a bucket document inside `tx` (when there is one); returns the merged bucket. */
@@ -711,12 +737,13 @@ function compareTimes(a: Timestamp, b: Timestamp | undefined): number {
 }
 
 /**
- * True when documents read at `at` show the state at `at`: each says it was
- * read at `at` and none was written at or after it (a server that ignores
- * the read time shows later writes).
+ * True when documents read at `at` show the state at `at`: none was written
+ * at or after it. A server that honours the read time passes always; one
+ * that ignores it (and reports its own read time) shows later writes, and
+ * they are caught here.
  */
 function showsMoment(docs: DocumentSnapshot[], at: Timestamp): boolean {
-  return docs.every((doc) => compareTimes(at, doc.readTime) === 0 && (!doc.exists || compareTimes(at, doc.updateTime) > 0));
+  return docs.every((doc) => !doc.exists || compareTimes(at, doc.updateTime) > 0);
 }
 
 /** The events query a filter needs (undefined when it can return nothing). */
