@@ -59,7 +59,19 @@ import {
   type Script,
 } from './scripts.js';
 
-const scripts: readonly Script[] = [CREATE, APPEND, APPLY, IMPORT, LOAD, DELETE, LIST, LIST_SHARDS, FETCH, READ_BUCKET, READ_APP];
+const scripts: readonly Script[] = [
+  CREATE,
+  APPEND,
+  APPLY,
+  IMPORT,
+  LOAD,
+  DELETE,
+  LIST,
+  LIST_SHARDS,
+  FETCH,
+  READ_BUCKET,
+  READ_APP,
+];
 
 /** What {@link RedisStore} needs besides a client. */
 export interface RedisStoreOptions {
@@ -267,11 +279,13 @@ export class RedisStore implements SessionStore {
     if (applied > revision || forgotten > applied) return { state: undefined, first, settle };
     if (later.length === 0) return { state: bucket, first, settle };
     const state = new Map<string, string>();
-    for (let index = 0; index < bucket.length; index += 2) state.set(bucket[index] as string, bucket[index + 1] as string);
+    for (let index = 0; index < bucket.length; index += 2)
+      state.set(bucket[index] as string, bucket[index + 1] as string);
     later.sort((a, b) => a[0] - b[0]);
     for (const [, delta] of later) {
       const fields = JSON.parse(delta) as string[];
-      for (let index = 0; index < fields.length; index += 2) state.set(fields[index] as string, fields[index + 1] as string);
+      for (let index = 0; index < fields.length; index += 2)
+        state.set(fields[index] as string, fields[index + 1] as string);
     }
     return { state: [...state].flat(), first, settle };
   }

@@ -175,6 +175,27 @@ export class StateSessionService extends BaseSessionService {
     return session;
   }
 
+  /**
+   * The stored session of the key, or a new one created from the request
+   * when there is none. Two callers racing for one missing key both get the
+   * one session that won: the loser's create finds it stored and reads it.
+   */
+  override async getOrCreateSession(request: CreateSessionRequest): Promise<Session> {
+    if (typeof request !== 'object' || request === null || !request.sessionId) return this.createSession(request);
+    const key = { appName: request.appName, userId: request.userId, sessionId: request.sessionId };
+    const stored = await this.getSession(key);
+    if (stored) return stored;
+    try {
+      return await this.createSession(request);
+    } catch (error) {
+      if (!(error instanceof AlreadyExistsError)) throw error;
+      // Created by another caller between the read and the create: that one is the session.
+      const created = await this.getSession(key);
+      if (created) return created;
+      throw error;
+    }
+  }
+
   override async getSession(request: GetSessionRequest): Promise<Session | undefined> {
     if (typeof request !== 'object' || request === null) return undefined;
     const key = { appName: request.appName, userId: request.userId, sessionId: request.sessionId };

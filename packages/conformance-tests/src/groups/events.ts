@@ -46,6 +46,37 @@ export const events: Group = {
       expect(plain(stored?.actions.stateDelta)).toEqual({ k: { deep: [1] } });
     });
 
+    test('an event using every field of an ADK event reads back equal to the event the append returned', async (kit) => {
+      const { service, session } = await kit.fresh();
+      const event = makeEvent({}, {
+        actions: {
+          stateDelta: { k: 1 },
+          artifactDelta: { 'report.md': 2 },
+          transferToAgent: 'helper',
+          escalate: true,
+          skipSummarization: true,
+          requestedAuthConfigs: { call1: { authScheme: { type: 'http', scheme: 'bearer' } } },
+          requestedToolConfirmations: { call2: { hint: 'sure?', confirmed: false } },
+        } as Event['actions'],
+        longRunningToolIds: ['call3'],
+        partial: false,
+        turnComplete: true,
+        interrupted: false,
+        errorCode: 'SAFETY',
+        errorMessage: 'blocked',
+        usageMetadata: { promptTokenCount: 10, candidatesTokenCount: 3, totalTokenCount: 13 },
+        groundingMetadata: { webSearchQueries: ['adk'] },
+      } as Partial<Event>);
+      const returned = await service.appendEvent({ session, event });
+      const loaded = await kit.reload(session);
+      expect(loaded.events).toHaveLength(1);
+      expect(JSON.parse(JSON.stringify(loaded.events[0]))).toEqual(JSON.parse(JSON.stringify(returned)));
+      // An event without actions' optional parts, and one with an empty delta, are stored as they are.
+      const bare = makeEvent({}, { actions: { stateDelta: {} } as Event['actions'] });
+      await service.appendEvent({ session: loaded, event: bare });
+      expect(plain((await kit.reload(session)).state)).toEqual({ k: 1 });
+    });
+
     test('the stored lastUpdateTime is the timestamp of the last appended event, even an older one', async (kit) => {
       const { service, session } = await kit.fresh();
       // As in ADK's own services: the last event's timestamp, not the largest one.

@@ -1,4 +1,5 @@
 /** Identity and lifecycle: creating, reading and re-reading sessions by their exact key. */
+import type { Session } from '@google/adk';
 import { expect } from 'vitest';
 import { expectCode, type Group, ids, plain, put } from '../kit.js';
 
@@ -123,6 +124,25 @@ export const identity: Group = {
       const again = await service.getOrCreateSession({ appName, userId: 'u1', sessionId: 's1', state: { a: 3 } });
       expect(plain(again.state)).toEqual({ a: 2 });
       expect(ids(again)).toEqual(ids(made));
+      const generated = await service.getOrCreateSession({ appName, userId: 'u1' });
+      expect(generated.id).not.toBe('');
+      expect(await kit.reload(generated)).toBeDefined();
+    });
+
+    test('concurrent getOrCreateSession calls for one missing id all get the one session that was created', async (kit) => {
+      const service = await kit.service();
+      const appName = kit.app();
+      const request = { appName, userId: 'u1', sessionId: 'shared', state: { a: 1 } };
+      const sessions = await Promise.all([0, 1, 2, 3].map(() => service.getOrCreateSession(request)));
+      for (const session of sessions) {
+        expect(session.id).toBe('shared');
+        expect(plain(session.state)).toEqual({ a: 1 });
+      }
+      const listed = await service.listSessions({ appName, userId: 'u1' });
+      expect(listed.sessions.map((session) => session.id)).toEqual(['shared']);
+      // What each caller got is the stored session: appending through it needs no reload.
+      await put(service, sessions[0] as Session, { a: 2 });
+      expect(plain((await kit.reload(sessions[0] as Session)).state)).toEqual({ a: 2 });
     });
   },
 };

@@ -121,6 +121,12 @@ export const rejected: Group = {
       const error = await expectCode(put(service, ghost, { a: 1 }), 'SESSION_NOT_FOUND', 'SessionNotFoundError');
       expect(error.message.startsWith('Session ghost not found')).toBe(true);
       expect(await service.getSession({ appName, userId: 'u1', sessionId: 'ghost' })).toBeUndefined();
+      // A session the service returned, pointed at a key that does not exist: not found, not stale.
+      const real = await service.createSession({ appName, userId: 'u1', sessionId: 'real' });
+      real.id = 'missing';
+      const moved = await expectCode(put(service, real, { a: 1 }), 'SESSION_NOT_FOUND', 'SessionNotFoundError');
+      expect(moved.message.startsWith('Session missing not found')).toBe(true);
+      expect(plain((await service.getSession({ appName, userId: 'u1', sessionId: 'real' }))?.state)).toEqual({});
     });
 
     test('an event that cannot be serialised is refused before anything is written', async (kit) => {

@@ -19,6 +19,11 @@ export const scoping: Group = {
       expect(await service.getAppState({ appName })).toEqual({ theme: 'dark' });
       const sibling = await service.createSession({ appName, userId: 'u1', sessionId: 's2' });
       expect(plain(sibling.state)).toEqual({ 'user:name': 'Ada', 'app:theme': 'dark' });
+      // Another user sees the app: part of that initial state, and a change of it is seen back.
+      const other = await service.createSession({ appName, userId: 'u2', sessionId: 's3' });
+      expect(plain(other.state)).toEqual({ 'app:theme': 'dark' });
+      await put(service, other, { 'app:theme': 'light' });
+      expect(plain((await kit.reload(created)).state)).toEqual({ plain: 1, 'user:name': 'Ada', 'app:theme': 'light' });
     });
 
     test('create-state merges into existing buckets instead of replacing them', async (kit) => {
