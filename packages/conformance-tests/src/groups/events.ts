@@ -103,11 +103,13 @@ export const events: Group = {
     test('a negative or fractional numRecentEvents is an InvalidArgumentError', async (kit) => {
       const { service, session, appName } = await kit.fresh();
       for (const numRecentEvents of [-1, 1.5, Number.NaN]) {
-        await expectCode(
+        const error = await expectCode(
           service.getSession({ appName, userId: 'u1', sessionId: session.id, config: { numRecentEvents } }),
           'INVALID_ARGUMENT',
           'InvalidArgumentError',
         );
+        // In the words of ADK's own validation.
+        expect(error.message).toMatch(/greater than or equal to 0/);
       }
     });
 

@@ -162,7 +162,22 @@ export const listing: Group = {
         totalItems: 0,
         totalPages: 0,
       });
+      expect(await service.listSessions({ appName, limit: 10 })).toEqual({
+        sessions: [],
+        page: 1,
+        limit: 10,
+        totalItems: 0,
+        totalPages: 0,
+      });
       await seed(service, appName);
+      // An offset past the end: no sessions, the page the offset falls in, the true totals.
+      expect(await service.listSessions({ appName, userId: 'u1', limit: 2, offset: 10 })).toEqual({
+        sessions: [],
+        page: 6,
+        limit: 2,
+        totalItems: 5,
+        totalPages: 3,
+      });
       expect(await service.listSessions({ appName, userId: 'nobody', limit: 10, offset: 20 })).toEqual({
         sessions: [],
         page: 3,
