@@ -36,7 +36,7 @@ function dyingBeforeAppStep(client: Redis) {
  * `meanwhile` has run (started a tick later, after the caller's other
  * commands of that moment have left); `fired` says whether it did.
  */
-function holdingOnce(client: Redis, sha: string, meanwhile: () => Promise<unknown>) {
+function holdingOnce(client: Redis, sha: string | undefined, meanwhile: () => Promise<unknown>) {
   const hook = { armed: false, fired: false, client: undefined as unknown as Redis };
   hook.client = {
     get status() {

@@ -1,4 +1,5 @@
 /** Event log: append order, exact fields, real ADK events, and the read filters. */
+import type { Event } from '@google/adk';
 import { expect } from 'vitest';
 import { expectCode, type Group, ids, isAdkEvent, makeEvent, plain, put } from '../kit.js';
 
@@ -55,7 +56,7 @@ export const events: Group = {
           transferToAgent: 'helper',
           escalate: true,
           skipSummarization: true,
-          requestedAuthConfigs: { call1: { authScheme: { type: 'http', scheme: 'bearer' } } },
+          requestedAuthConfigs: { call1: { authScheme: { type: 'http', scheme: 'bearer' }, credentialKey: 'key1' } },
           requestedToolConfirmations: { call2: { hint: 'sure?', confirmed: false } },
         } as Event['actions'],
         longRunningToolIds: ['call3'],
