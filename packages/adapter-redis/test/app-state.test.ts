@@ -60,6 +60,16 @@ describe('app: keys over many shards (single server)', () => {
     await client.quit();
   });
 
+  /** A new app with one session that holds one append of `delta`, and the service that wrote it. */
+  async function sessionWithOneAppend(delta: Record<string, number>) {
+    const appName = `app-${randomUUID()}`;
+    const key = { appName, userId: 'ada', sessionId: 's1' };
+    const writer = new RedisSessionService({ client, keyPrefix });
+    const session = await writer.createSession(key);
+    await writer.appendEvent({ session, event: testEvent(delta) });
+    return { appName, key, writer, session };
+  }
+
   it('a write that died between its two steps is rolled forward by the next read, exactly once', async () => {
     const appName = `app-${randomUUID()}`;
     const dying = new RedisSessionService({ client: dyingBeforeAppStep(client), keyPrefix });
@@ -88,11 +98,7 @@ describe('app: keys over many shards (single server)', () => {
   });
 
   it('a read whose app bucket is newer than its session read reads again: never the app half of a later append', async () => {
-    const appName = `app-${randomUUID()}`;
-    const key = { appName, userId: 'ada', sessionId: 's1' };
-    const writer = new RedisSessionService({ client, keyPrefix });
-    const session = await writer.createSession(key);
-    await writer.appendEvent({ session, event: testEvent({ n: 1, 'app:n': 1 }) });
+    const { key, writer, session } = await sessionWithOneAppend({ n: 1, 'app:n': 1 });
     // The session is read first, then an append lands whole, then the app bucket is read.
     const hook = holdingOnce(client, SCRIPT_SHAS.readApp, () =>
       writer.appendEvent({ session, event: testEvent({ n: 2, 'app:n': 2 }) }),
@@ -107,11 +113,7 @@ describe('app: keys over many shards (single server)', () => {
   });
 
   it('a read whose session is newer than its app bucket lays the pending deltas over it, or reads again once they are forgotten', async () => {
-    const appName = `app-${randomUUID()}`;
-    const key = { appName, userId: 'ada', sessionId: 's1' };
-    const writer = new RedisSessionService({ client, keyPrefix });
-    const session = await writer.createSession(key);
-    await writer.appendEvent({ session, event: testEvent({ n: 1, 'app:a': 1 }) });
+    const { appName, key, writer, session } = await sessionWithOneAppend({ n: 1, 'app:a': 1 });
     // The app bucket is read first; then two appends land whole, the second forgetting the first's
     // pending app delta (known applied); then the session is read. The pending record no longer has
     // 'app:b', and the bucket read did not have it yet.

@@ -45,12 +45,24 @@ export function splitState(state: Record<string, unknown> | undefined): ScopedWr
       continue;
     }
     assertJsonValue(key, value);
-    const text = encodeValue(value);
-    if (scope === 'app') writes.app.set(key.slice(APP_PREFIX.length), text);
-    else if (scope === 'user') writes.user.set(key.slice(USER_PREFIX.length), text);
-    else writes.session.set(key, text);
+    const [bucket, bucketKey] = storedPlace(writes, scope, key);
+    bucket.set(bucketKey, encodeValue(value));
   }
   return writes;
+}
+
+/** Takes the write of one (prefixed, not `temp:`) state key out of `writes`. */
+export function dropWrite(writes: ScopedWrites, key: string): void {
+  const scope = scopeOf(key);
+  if (scope === 'temp') return;
+  const [bucket, bucketKey] = storedPlace(writes, scope, key);
+  bucket.delete(bucketKey);
+}
+
+function storedPlace(writes: ScopedWrites, scope: 'app' | 'user' | 'session', key: string): [Bucket, string] {
+  if (scope === 'app') return [writes.app, key.slice(APP_PREFIX.length)];
+  if (scope === 'user') return [writes.user, key.slice(USER_PREFIX.length)];
+  return [writes.session, key];
 }
 
 /** Decodes one bucket into a fresh plain object of un-prefixed keys. */

@@ -30,7 +30,7 @@ import { pageInfo, toListQuery } from './listing.js';
 import { assertPositiveNumber } from './options.js';
 import { placeEvent } from './placement.js';
 import { assertNonEmptyString, isPossibleKey, type SessionKey, toEventFilter } from './requests.js';
-import { bucketToObject, combineState, type ScopedWrites, scopeOf, splitState } from './scopes.js';
+import { bucketToObject, combineState, dropWrite, type ScopedWrites, scopeOf, splitState } from './scopes.js';
 import type { LoadResult, SessionRecord, SessionStore, StoreCall } from './store.js';
 import { type CallTarget, type StoreUsage, Telemetry, type TelemetryOptions } from './telemetry.js';
 import { defineEntry } from './values.js';
@@ -98,6 +98,12 @@ export class StateSessionService extends BaseSessionService {
   readonly #telemetry: Telemetry;
   /** The stored revision each session object handed out or updated by this service was built from. */
   readonly #revisions = new WeakMap<Session, number>();
+  /**
+   * Per session object, the state as this service has stored it through that
+   * object, kept only so that ADK's write-order marks can be read against it:
+   * see {@link StateSessionService.#supersededKeys}.
+   */
+  readonly #storedWrites = new WeakMap<Session, Record<string, unknown>>();
 
   constructor(store: SessionStore, options: StateSessionServiceOptions = {}) {
     super();
@@ -234,11 +240,14 @@ export class StateSessionService extends BaseSessionService {
     const writes = splitState(delta as Record<string, unknown> | undefined);
     const temp = writes.temp;
     takeTempEntries(event, temp);
+    for (const stateKey of await this.#supersededKeys(session, event)) dropWrite(writes, stateKey);
     const deadline = new Deadline(this.#timeoutMs);
     let expectedRevision: number;
     try {
       expectedRevision = await this.#store(session, key, event, writes, deadline);
     } catch (error) {
+      // The record of stored writes may now hold this event's: start it afresh.
+      this.#storedWrites.delete(session);
       // Not stored (or not known to be): give the event back its temp: keys, as it came.
       if (delta) for (const [tempKey, value] of temp) defineEntry(delta as Record<string, unknown>, tempKey, value);
       throw error;
@@ -256,6 +265,31 @@ export class StateSessionService extends BaseSessionService {
     session.lastUpdateTime = event.timestamp;
     this.#revisions.set(session, expectedRevision + 1);
     return appended;
+  }
+
+  /**
+   * The keys of the event's delta that a write already stored through this
+   * session object supersedes by ADK's write-order rules: a key written
+   * through ADK's `State` (a tool's or callback's `context.state`) carries
+   * the moment of that write, and ADK does not let an event whose write of a
+   * key is older than the one the state holds put the older value back (say,
+   * two parallel branches whose events are appended in the other order).
+   * ADK applies that rule to the caller's `session.state`; storing such a
+   * write anyway would let a reload show the older value. The rule is read
+   * by letting ADK's own `appendEvent` apply the delta to a record of what
+   * was stored through this object (ADK keeps the marks private); a key it
+   * leaves alone is not stored. Deltas without marks (built by hand) are
+   * never superseded.
+   */
+  async #supersededKeys(session: Session, event: Event): Promise<string[]> {
+    const delta = event.actions?.stateDelta as Record<string, unknown> | undefined;
+    if (!delta) return [];
+    const record = this.#storedWrites.get(session) ?? (Object.create(null) as Record<string, unknown>);
+    this.#storedWrites.set(session, record);
+    // ADK's appendEvent replaces `actions.stateDelta` with a copy: give it copies of the event and its actions.
+    const probe = { ...event, actions: { ...event.actions } } as Event;
+    await super.appendEvent({ session: { ...session, state: record, events: [] }, event: probe });
+    return Object.keys(delta).filter((stateKey) => !Object.is(record[stateKey], delta[stateKey]));
   }
 
   /** Stores the event under the revision check; returns the revision it was built on. */

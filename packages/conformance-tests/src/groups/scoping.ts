@@ -1,4 +1,5 @@
 /** Scoping: a key's prefix decides who sees it, from create-state and from deltas alike. */
+import { State } from '@google/adk';
 import { expect } from 'vitest';
 import { type Group, plain, put } from '../kit.js';
 
@@ -112,6 +113,37 @@ export const scoping: Group = {
       for (const userId of ['u', 'u:x', 'u2', 'user', 'user:u']) {
         expect(await service.getUserState({ appName, userId })).toEqual({ who: userId });
       }
+    });
+
+    // ADK marks each write made through its State (context.state) with its moment and keeps the caller's
+    // state at the newest one; storage must not put an older write back where a reload would show it.
+    test('an older context.state write appended after a newer one is stored as ADK leaves the session: the newer value stays', async (kit) => {
+      const { service, session, appName } = await kit.fresh();
+      const older = {};
+      const newer = {};
+      const write = (delta: Record<string, unknown>, value: string) => {
+        const state = new State(session.state, delta);
+        for (const key of ['x', 'user:x', 'app:x']) state.set(key, value);
+      };
+      write(older, 'first');
+      write(newer, 'second');
+      // Two branches of one invocation, say: the later write's event is appended first.
+      await put(service, session, newer);
+      await put(service, session, older);
+      const expected = { x: 'second', 'user:x': 'second', 'app:x': 'second' };
+      expect(plain(session.state)).toEqual(expected);
+      const loaded = await kit.reload(session);
+      expect(plain(loaded.state)).toEqual(expected);
+      // Both events are stored whole, each with the delta it carried.
+      expect(loaded.events.map((event) => event.actions.stateDelta.x)).toEqual(['second', 'first']);
+      expect(await service.getUserState({ appName, userId: 'u1' })).toEqual({ x: 'second' });
+      expect(await service.getAppState({ appName })).toEqual({ x: 'second' });
+      // A write that is newer than both is stored; a delta built by hand carries no mark and always applies.
+      const third = {};
+      write(third, 'third');
+      await put(service, session, third);
+      await put(service, session, { x: 'by hand' });
+      expect(plain((await kit.reload(session)).state)).toEqual({ x: 'by hand', 'user:x': 'third', 'app:x': 'third' });
     });
   },
 };
