@@ -240,10 +240,10 @@ export class StateSessionService extends BaseSessionService {
     const writes = splitState(delta as Record<string, unknown> | undefined);
     const temp = writes.temp;
     takeTempEntries(event, temp);
-    for (const stateKey of await this.#supersededKeys(session, event)) dropWrite(writes, stateKey);
     const deadline = new Deadline(this.#timeoutMs);
     let expectedRevision: number;
     try {
+      for (const stateKey of await this.#supersededKeys(session, event)) dropWrite(writes, stateKey);
       expectedRevision = await this.#store(session, key, event, writes, deadline);
     } catch (error) {
       // The record of stored writes may now hold this event's: start it afresh.
