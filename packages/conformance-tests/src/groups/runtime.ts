@@ -2,7 +2,7 @@
  * The ADK runtime end to end: the real `@google/adk` Runner, agents, tools
  * and instruction templates, on the store under test, with a scripted model.
  */
-import type { Event, Session } from '@google/adk';
+import { type Event, ParallelAgent, type Session } from '@google/adk';
 import { expect } from 'vitest';
 import { type Group, ids, plain, put } from '../kit.js';
 import { errorsOf, pipeline, runnerFor, scriptedAgent, stateTool, textOf, turn } from '../runtime/agents.js';
@@ -347,6 +347,41 @@ export const runtime: Group = {
       });
     });
 
+    test('two parallel branches writing one key: the branch that wrote last keeps it as stored, in every scope, as ADK keeps it in the running session', async (kit) => {
+      const { service, session, appName } = await kit.fresh({ userId: 'alice', sessionId: 's1' });
+      // Branch "early" writes first, then waits until branch "late" has written and its event is stored.
+      let lateStored: () => void = () => {};
+      const lateIsStored = new Promise<void>((resolve) => {
+        lateStored = resolve;
+      });
+      const mark = (name: string, wait?: Promise<void>) =>
+        stateTool('mark', async (state) => {
+          for (const key of ['winner', 'user:winner', 'app:winner']) state.set(key, name);
+          await wait;
+          return { marked: name };
+        });
+      const branch = (name: string, wait?: Promise<void>) =>
+        scriptedAgent({
+          name,
+          model: new ScriptedModel([callTool('mark'), say(`${name} done`)]),
+          tools: [mark(name, wait)],
+        });
+      const watching = watchAppends(service, (event) => {
+        const response = event.content?.parts?.[0]?.functionResponse;
+        if (event.author === 'late' && response) lateStored();
+      });
+      const agent = new ParallelAgent({ name: 'both', subAgents: [branch('early', lateIsStored), branch('late')] });
+      const yielded = await turn(runnerFor(appName, agent, watching), 'alice', 's1', 'Go.');
+      expect(errorsOf(yielded)).toEqual([]);
+      const responses = yielded.filter((event) => event.content?.parts?.[0]?.functionResponse);
+      // The later write's event was appended first; the earlier write's event, appended after it, must not win.
+      expect(responses.map((event) => event.author)).toEqual(['late', 'early']);
+      const expected = { winner: 'late', 'user:winner': 'late', 'app:winner': 'late' };
+      expect(plain((await kit.reload(session)).state)).toEqual(expected);
+      expect(await service.getUserState({ appName, userId: 'alice' })).toEqual({ winner: 'late' });
+      expect(await service.getAppState({ appName })).toEqual({ winner: 'late' });
+    });
+
     test("Runner.runAsync for an unknown session fails with ADK's own 'Session not found' error", async (kit) => {
       const { service, session, appName } = await kit.fresh({ userId: 'alice', sessionId: 's1' });
       const model = new ScriptedModel([]);
@@ -409,3 +444,25 @@ export const runtime: Group = {
     );
   },
 };
+
+/**
+ * `service` as the Runner sees it, calling `stored` with each event once its
+ * append has resolved. Every other member is the service's own, bound to it.
+ */
+function watchAppends<T extends object>(service: T, stored: (event: Event) => void): T {
+  return new Proxy(service, {
+    get(target, property) {
+      if (property === 'appendEvent') {
+        return async (request: { event: Event }) => {
+          const appended = await (target as unknown as { appendEvent(r: unknown): Promise<Event> }).appendEvent(
+            request,
+          );
+          stored(request.event);
+          return appended;
+        };
+      }
+      const value = Reflect.get(target, property, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+}
