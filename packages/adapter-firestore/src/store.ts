@@ -269,6 +269,19 @@ export class FirestoreStore implements SessionStore {
     return withCall(call, async () => decodeState((await this.#layout.app(appName).get()).get('state')));
   }
 
+  /** Apps with at least one session: an app document's id is not reversible, so a session of each names it. */
+  listAppNames(call?: StoreCall): Promise<string[]> {
+    return withCall(call, async () => {
+      const names: string[] = [];
+      for (const app of await this.#layout.root.listDocuments()) {
+        const first = await app.collection(SESSIONS).limit(1).get();
+        const head = first.docs[0];
+        if (head) names.push(readText(head.get('appName')));
+      }
+      return names;
+    });
+  }
+
   async #createSession(input: CreateInput, call: StoreCall | undefined): Promise<CreateResult> {
     const refs = this.#layout.session(input.key);
     const incarnation = randomUUID();

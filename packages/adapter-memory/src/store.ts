@@ -148,6 +148,10 @@ export class MemoryStore implements SessionStore {
     return { totalItems: records.length, sessions: window, userStates, appState: new Map(app?.state) };
   }
 
+  async listAppNames(): Promise<string[]> {
+    return [...this.#apps.keys()];
+  }
+
   async readUserState(appName: string, userId: string): Promise<Bucket> {
     return new Map(this.#apps.get(appName)?.users.get(userId));
   }

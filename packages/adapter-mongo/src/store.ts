@@ -754,6 +754,12 @@ export class MongoStore implements SessionStore {
     return this.#readBucket(appBucketId(appName), call);
   }
 
+  async listAppNames(call?: StoreCall): Promise<string[]> {
+    await this.ready();
+    const groups = await this.#sessions.aggregate([{ $group: { _id: '$_id.app' } }], callOptions(call)).toArray();
+    return groups.map((group) => decodeKeyPart(group._id as KeyPart));
+  }
+
   async #readBucket(id: BucketDoc['_id'], call: StoreCall | undefined): Promise<Bucket> {
     await this.ready();
     const found = await this.#sessions.findOne(where({ _id: id }), { ...callOptions(call), projection: { state: 1 } });

@@ -162,6 +162,12 @@ export interface SessionStore {
    * the first events, which a re-run replaces.
    */
   importSession?(input: ImportInput, call?: StoreCall): Promise<ImportResult>;
+  /**
+   * Optional: the name of every app that holds at least one session, in no
+   * particular order (a store may also name an app that holds only state).
+   * Used by tools that copy a whole store, such as `adk-state migrate`.
+   */
+  listAppNames?(call?: StoreCall): Promise<string[]>;
   /** Releases what the store opened itself (never a client the caller passed in). */
   close?(): Promise<void>;
 }
