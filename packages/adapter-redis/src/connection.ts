@@ -84,11 +84,44 @@ function readyCounter(client: CommandClient): ReadyCounter {
   return counter;
 }
 
+/**
+ * What a server's refusal says about the store's configuration:
+ * `authentication` for a password or user it refuses (`WRONGPASS`, `NOAUTH`,
+ * `NOPERM`, or an older server's `invalid password`), `unknown-database` for
+ * a database index it does not have; `undefined` for anything else.
+ */
+export function refusalKind(error: unknown): 'authentication' | 'unknown-database' | undefined {
+  const message = error instanceof Error ? error.message : typeof error === 'string' ? error : '';
+  if (/^(WRONGPASS|NOAUTH|NOPERM)\b|^ERR invalid password|^ERR AUTH .*without any password configured/i.test(message)) {
+    return 'authentication';
+  }
+  if (/DB index is out of range|^ERR invalid DB index/i.test(message)) return 'unknown-database';
+  return undefined;
+}
+
+/** ioredis's words when it gives up on a command after reconnecting: an option the caller may never have set. */
+const RETRY_LIMIT =
+  /Reached the max retries per request limit \(which is \d+\)\. Refer to "maxRetriesPerRequest" option for details\./;
+
+function plainFailure(error: unknown): unknown {
+  if (!(error instanceof Error) || !RETRY_LIMIT.test(error.message)) return error;
+  return new Error(
+    error.message.replace(RETRY_LIMIT, 'the connection to the server failed, and the client gave up on the command'),
+    { cause: error },
+  );
+}
+
 export class Connection {
   readonly #client: CommandClient;
   readonly #ready: ReadyCounter;
   /** The last connection error of our own client, since it was last ready. */
   #lastError: Error | undefined;
+  /**
+   * The server refused our own client's configuration when it connected (a
+   * database index it does not have): every later command is refused, since
+   * ioredis would send it to database 0.
+   */
+  #refused: Error | undefined;
 
   /**
    * @param own True for a client the service created: it gets lasting
@@ -103,6 +136,7 @@ export class Connection {
     if (own) {
       client.on?.('error', (error: unknown) => {
         if (error instanceof Error) this.#lastError = error;
+        if (refusalKind(error) === 'unknown-database') this.#refused = error as Error;
       });
       client.on?.('ready', () => {
         this.#lastError = undefined;
@@ -120,6 +154,9 @@ export class Connection {
     const { call } = step;
     if (call?.signal.aborted) {
       throw new BackendError(step.operation, new CommandAbandoned(), { mayHaveApplied: false, timedOut: true });
+    }
+    if (this.#refused) {
+      throw new BackendError(step.operation, this.#refused, { kind: 'unknown-database' });
     }
     if (this.#client.status === 'end') {
       throw new BackendError(step.operation, new Error('Connection is closed (the client has ended)'), {
@@ -147,6 +184,8 @@ export class Connection {
       }
       if (isReplyError(error)) {
         if (call?.usage) call.usage.roundTrips++;
+        const kind = refusalKind(error);
+        if (kind) throw new BackendError(step.operation, error, { kind });
         throw error;
       }
       throw this.#failure(step, error, queued && this.#ready.count === readyBefore);
@@ -157,11 +196,13 @@ export class Connection {
 
   /** A client-side failure as a BackendError, with the last connection error of our own client. */
   #failure(step: Step, error: unknown, neverSent: boolean): BackendError {
-    let cause = error;
+    let cause = plainFailure(error);
     const last = this.#lastError;
-    if (last && error instanceof Error && !error.message.includes(last.message)) {
-      cause = new Error(`${error.message} (last connection error: ${last.message})`, { cause: error });
+    if (last && cause instanceof Error && !cause.message.includes(last.message)) {
+      cause = new Error(`${cause.message} (last connection error: ${last.message})`, { cause: error });
     }
+    const kind = refusalKind(error) ?? refusalKind(last);
+    if (kind) return new BackendError(step.operation, cause, { kind });
     return new BackendError(step.operation, cause, { mayHaveApplied: step.write && !neverSent });
   }
 }

@@ -110,7 +110,21 @@ export interface BackendErrorOptions {
   mayHaveApplied?: boolean;
   /** The call ran out of time (the service's `timeoutMs`) rather than failing. */
   timedOut?: boolean;
+  /**
+   * What kind of failure it is. Default `'outage'`. `'authentication'` and
+   * `'unknown-database'` are refusals of the store's configuration, not of
+   * one request: nothing was written, and a retry fails the same way.
+   */
+  kind?: BackendFailureKind;
 }
+
+/**
+ * The kinds of {@link BackendError}: `'outage'` (the backend failed or did not
+ * answer: retrying later may succeed), `'authentication'` (the backend refused
+ * the credentials or their rights), `'unknown-database'` (the database the
+ * store names does not exist on the server).
+ */
+export type BackendFailureKind = 'outage' | 'authentication' | 'unknown-database';
 
 /**
  * The backend failed (connection lost, refused command) or did not answer in
@@ -127,16 +141,29 @@ export class BackendError extends AdkStateError {
   /** True when the call was abandoned because its deadline passed. */
   readonly timedOut: boolean;
 
+  /** `'outage'` unless the backend refused the store's configuration (see {@link BackendFailureKind}). */
+  readonly kind: BackendFailureKind;
+
   constructor(operation: string, cause: unknown, options: BackendErrorOptions = {}) {
-    const mayHaveApplied = options.mayHaveApplied ?? true;
+    const kind = options.kind ?? 'outage';
+    const mayHaveApplied = kind === 'outage' ? (options.mayHaveApplied ?? true) : false;
     const reason = cause instanceof Error ? cause.message : String(cause);
-    const outcome = mayHaveApplied
-      ? 'The write may have been applied: reload the session (getSession) to see before retrying.'
-      : 'Nothing was written; retry when the backend is reachable.';
-    super('BACKEND_ERROR', `The storage backend failed during ${operation}: ${reason}. ${outcome}`, { cause });
+    let message: string;
+    if (kind === 'authentication') {
+      message = `The storage backend refused the credentials during ${operation}: ${reason}. Nothing was written; check the user and password the store connects with (a retry fails the same way).`;
+    } else if (kind === 'unknown-database') {
+      message = `The storage backend has no such database (during ${operation}): ${reason}. Nothing was written; name a database the server has.`;
+    } else {
+      const outcome = mayHaveApplied
+        ? 'The write may have been applied: reload the session (getSession) to see before retrying.'
+        : 'Nothing was written; retry when the backend is reachable.';
+      message = `The storage backend failed during ${operation}: ${reason}. ${outcome}`;
+    }
+    super('BACKEND_ERROR', message, { cause });
     this.operation = operation;
     this.mayHaveApplied = mayHaveApplied;
     this.timedOut = options.timedOut ?? false;
+    this.kind = kind;
   }
 }
 
