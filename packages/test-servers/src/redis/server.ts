@@ -1,6 +1,6 @@
 /**
  * Starts real `redis-server` processes for tests and benchmarks: a single
- * server or a cluster of masters, on 127.0.0.1 with free ports and a private
+ * server (clusters are in `cluster.ts`), on 127.0.0.1 with free ports and a private
  * temporary directory each. Nothing is installed; the binary comes from
  * REDIS_SERVER_BIN, /usr/bin/redis-server or the PATH (Debian: `apt-get
  * install redis-server`). Every process started here is killed when the Node
@@ -13,7 +13,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { freePort, freePorts } from '../ports.js';
+import { freePort } from '../ports.js';
 
 const run = promisify(execFile);
 const HOST = '127.0.0.1';
@@ -59,18 +59,6 @@ export interface RedisServer {
   readonly paused: boolean;
 }
 
-/** A running cluster started by {@link startRedisCluster}. */
-export interface RedisClusterHandle {
-  nodes: Array<{ host: string; port: number }>;
-  servers: RedisServer[];
-  /** Pauses every node (see {@link RedisServer.pause}). */
-  pause(): Promise<void>;
-  /** Resumes every paused node. */
-  resume(): void;
-  /** Stops every node. */
-  stop(): Promise<void>;
-}
-
 /** The pids of the servers started by this process that are paused right now (resumed on exit). */
 const pausedPids = new Set<number>();
 
@@ -96,7 +84,8 @@ export function redisServerBinary(): string {
   return existsSync('/usr/bin/redis-server') ? '/usr/bin/redis-server' : 'redis-server';
 }
 
-function redisCliBinary(): string {
+/** The redis-cli binary: REDIS_CLI_BIN, /usr/bin/redis-cli, else `redis-cli` from the PATH. */
+export function redisCliBinary(): string {
   if (process.env.REDIS_CLI_BIN) return process.env.REDIS_CLI_BIN;
   return existsSync('/usr/bin/redis-cli') ? '/usr/bin/redis-cli' : 'redis-cli';
 }
@@ -270,64 +259,4 @@ function spawnServer(args: string[]): Promise<ChildProcess> {
       }
     });
   });
-}
-
-/**
- * Starts a cluster of `masters` nodes (no replicas) on 127.0.0.1, creates it
- * with `redis-cli --cluster create` and waits for `cluster_state:ok` on every node.
- */
-export async function startRedisCluster(
-  options: { masters?: number; nodeTimeoutMs?: number } = {},
-): Promise<RedisClusterHandle> {
-  const masters = options.masters ?? 3;
-  const servers: RedisServer[] = [];
-  try {
-    const ports = await freePorts(masters * 2);
-    for (let index = 0; index < masters; index++) {
-      const busPort = ports[masters + index] as number;
-      servers.push(
-        await startRedisServer({
-          port: ports[index] as number,
-          args: [
-            '--cluster-enabled',
-            'yes',
-            '--cluster-config-file',
-            'nodes.conf',
-            '--cluster-node-timeout',
-            String(options.nodeTimeoutMs ?? 5_000),
-            '--cluster-port',
-            String(busPort),
-          ],
-        }),
-      );
-    }
-    const addresses = servers.map((server) => `${HOST}:${server.port}`);
-    await run(redisCliBinary(), ['--cluster', 'create', ...addresses, '--cluster-replicas', '0', '--cluster-yes']);
-    for (const server of servers)
-      await waitFor(async () => (await redisCli(server.port, 'cluster', 'info')).includes('cluster_state:ok'));
-  } catch (error) {
-    await Promise.all(servers.map((server) => server.stop()));
-    throw error;
-  }
-  return {
-    nodes: servers.map((server) => ({ host: HOST, port: server.port })),
-    servers,
-    async pause() {
-      await Promise.all(servers.map((server) => server.pause()));
-    },
-    resume() {
-      for (const server of servers) server.resume();
-    },
-    async stop() {
-      await Promise.all(servers.map((server) => server.stop()));
-    },
-  };
-}
-
-async function waitFor(check: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('timed out waiting for the cluster to become ready');
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
 }
