@@ -26,6 +26,7 @@ export const INSPECTOR_PAGE = `<!doctype html>
   code, pre { font: 12px/1.4 ui-monospace, monospace; white-space: pre-wrap; word-break: break-all; }
   .added { color: #0a7a32; } .changed { color: #8a5a00; }
   .muted { color: #8a93a3; }
+  .error { color: #a61b1b; font-weight: 600; }
 </style>
 </head>
 <body>
@@ -83,10 +84,38 @@ async function listSessions() {
     $('status').textContent = String(error.message || error);
   }
 }
+let opening = 0;
+function showError(message) {
+  timeline = null;
+  current = -1;
+  $('timeline').replaceChildren();
+  const detail = $('detail');
+  detail.className = 'error';
+  detail.setAttribute('role', 'alert');
+  detail.textContent = message;
+  $('status').textContent = 'error';
+}
 async function openSession(item) {
   for (const other of document.querySelectorAll('li.session')) other.classList.toggle('current', other === item);
   const app = $('app').value.trim();
-  timeline = await getJson('/api/timeline?app=' + encodeURIComponent(app) + '&user=' + encodeURIComponent(item.dataset.user) + '&session=' + encodeURIComponent(item.dataset.session));
+  const mine = ++opening;
+  // Until the new timeline is in, the previous one is not shown: it belongs to another session.
+  timeline = null;
+  current = -1;
+  $('timeline').replaceChildren();
+  $('detail').className = 'muted';
+  $('detail').removeAttribute('role');
+  $('detail').textContent = 'loading…';
+  $('status').textContent = 'loading…';
+  let loaded;
+  try {
+    loaded = await getJson('/api/timeline?app=' + encodeURIComponent(app) + '&user=' + encodeURIComponent(item.dataset.user) + '&session=' + encodeURIComponent(item.dataset.session));
+  } catch (error) {
+    if (mine === opening) showError('Could not load session ' + item.dataset.user + ' / ' + item.dataset.session + ': ' + String((error && error.message) || error));
+    return;
+  }
+  if (mine !== opening) return;
+  timeline = loaded;
   const body = $('timeline');
   body.replaceChildren();
   timeline.events.forEach((entry, position) => {
@@ -99,6 +128,10 @@ async function openSession(item) {
     body.append(row);
   });
   $('status').textContent = timeline.events.length + ' events';
+  if (timeline.events.length === 0) {
+    $('detail').className = '';
+    $('detail').replaceChildren(text('h2', 'State'), text('pre', JSON.stringify(timeline.state || {}, null, 2)));
+  }
   select(timeline.events.length - 1);
 }
 function select(position) {

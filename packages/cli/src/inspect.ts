@@ -76,7 +76,13 @@ function sendJson(response: ServerResponse, status: number, body: unknown): void
  */
 export async function serveInspector(
   service: BaseSessionService,
-  options: { host?: string; port?: number; appName?: string } = {},
+  options: {
+    host?: string;
+    port?: number;
+    appName?: string;
+    /** Applied to every error message the page shows (hides the secrets of store URIs). */
+    redact?: (text: string) => string;
+  } = {},
 ): Promise<Inspector> {
   const handle = async (request: IncomingMessage, response: ServerResponse) => {
     const url = new URL(request.url ?? '/', 'http://inspector');
@@ -106,8 +112,8 @@ export async function serveInspector(
   };
   const server: Server = createServer((request, response) => {
     handle(request, response).catch((error: unknown) => {
-      if (!response.headersSent)
-        sendJson(response, 500, { error: error instanceof Error ? error.message : String(error) });
+      const message = error instanceof Error ? error.message : String(error);
+      if (!response.headersSent) sendJson(response, 500, { error: options.redact ? options.redact(message) : message });
       else response.end();
     });
   });

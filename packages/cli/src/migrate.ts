@@ -1,11 +1,35 @@
 /**
- * `adk-state migrate`: copies an app's sessions from one store to another,
- * faithfully (state as stored, events as stored, lastUpdateTime), safe to
- * re-run and to interrupt, with a field-by-field check on request.
+ * `adk-state migrate`: copies sessions from one store to another, faithfully
+ * (state as stored, events as stored, lastUpdateTime), safe to re-run and to
+ * interrupt, with a field-by-field check on request.
+ *
+ * A re-run never writes state older than the target's. Each session, each
+ * user's `user:` state and each app's `app:` state is decided on its own:
+ *
+ * - a session missing from the target is copied; one the target holds with
+ *   a prefix of the source's events and no later update (an earlier run) is
+ *   replaced; one that is the same is left alone; one that took writes of
+ *   its own in the target is a conflict;
+ * - a `user:` or `app:` key the target lacks is written; one the target holds
+ *   with the same value is left alone; one the target holds with another
+ *   value is a conflict of its scope (the user, or the app).
+ *
+ * A conflict goes to the side that last wrote it: for a session, the later
+ * `lastUpdateTime`; for a scope, the later of the last event on each side
+ * that wrote a key of the scope (state given at a session's creation counts
+ * as written at that session's start). A tie is left alone. The policy can
+ * be `target` (leave every conflict alone) or `source` (the source always
+ * wins, `--overwrite`). Keys that only the target holds are never removed.
  */
+import { type BackendError, isAdkStateError } from '@adk-state/core';
 import { scopeOf } from '@adk-state/core/store';
 import type { BaseSessionService, Event, Session } from '@google/adk';
-import { redactUri, sessionServiceFromUri, type UriSessionService } from './uri.js';
+import { checkStore, closeWithin, problemOf } from './check.js';
+import { redactUri } from './redact.js';
+import { sessionServiceFromUri, type UriSessionService } from './uri.js';
+
+/** Who wins a conflict: the side that wrote last (default), always the target, or always the source. */
+export type ConflictPolicy = 'newer' | 'target' | 'source';
 
 /** What to copy, and how. */
 export interface MigrateOptions {
@@ -13,21 +37,33 @@ export interface MigrateOptions {
   from: string;
   /** The target: an adk-state store. */
   to: string;
-  appName: string;
+  /** One app; every app of the source when absent (the source must be able to list them). */
+  appName?: string;
   /** Only this user's sessions. */
   userId?: string;
   /** Decide and report, write nothing. */
   dryRun?: boolean;
   /** After copying, compare every session of the run field by field. */
   verify?: boolean;
-  /** Replace target sessions that are newer than, or differ from, the source. */
+  /** Who wins a conflict. Default `newer`. */
+  onConflict?: ConflictPolicy;
+  /** Same as `onConflict: 'source'`. */
   overwrite?: boolean;
+  /** Stop after this many failed sessions in a row. Default 5. */
+  maxFailures?: number;
+  /** Bound of the start-up check of each store, in milliseconds. Default 10 000. */
+  checkTimeoutMs?: number;
+  /** Stops the run between two sessions (the report then says `interrupted`). */
+  signal?: AbortSignal;
   /** Called after each session. */
   onProgress?: (progress: MigrateProgress) => void;
 }
 
 /** Where a run is. */
 export interface MigrateProgress {
+  /** The app being copied. */
+  appName: string;
+  /** Sessions done, and in all, over every app of the run. */
   done: number;
   total: number;
   events: number;
@@ -40,9 +76,9 @@ export type SessionDecision =
   | 'copy'
   /** In the target with the same state, events and lastUpdateTime: left alone. */
   | 'unchanged'
-  /** In the target with a prefix of the source's events and no later update (an earlier or interrupted run): replaced. */
+  /** Behind in the target (a prefix of the source's events, no later update), or a conflict the source won: replaced. */
   | 'update'
-  /** In the target, newer or different: left alone without `overwrite`. */
+  /** In the target with writes of its own that the policy leaves alone. */
   | 'conflict';
 
 /** One difference `verify` found. */
@@ -53,22 +89,47 @@ export interface Difference {
   target: unknown;
 }
 
+/** What a run did with one `user:` or `app:` scope whose keys differ between the two stores. */
+export interface ScopeOutcome {
+  appName: string;
+  /** `user:<id>` or `app`. */
+  scope: string;
+  /** Keys written to the target (or that would be, in a dry run). */
+  written: string[];
+  /** Keys whose target value was left alone (conflicts the target won). */
+  keptInTarget: string[];
+}
+
+/** Why a run ended before it was through. */
+export interface Stop {
+  reason: 'interrupted' | 'failures' | 'store';
+  message: string;
+}
+
 /** The outcome of a run. */
 export interface MigrateReport {
+  /** The apps of the run. */
+  apps: string[];
   /** Sessions the source holds for the query. */
   sessions: number;
+  /** Sessions the run got to (all of them unless it stopped). */
+  processed: number;
   /** Events copied (or that would be, in a dry run). */
   events: number;
   decisions: Record<SessionDecision, number>;
-  /** `user/session` of every conflict left alone. */
+  /** `app/user/session` of every conflict left alone. */
   conflicts: string[];
-  /** `user/session` and the error of every session that could not be copied. */
+  /** Scopes with keys written or left alone. */
+  scopes: ScopeOutcome[];
+  /** `app/user/session` and the error of every session that could not be copied. */
   failed: { session: string; error: string }[];
   /** With `verify`: every difference between source and target (none means a faithful copy). */
   differences: Difference[];
-  /** True when `verify` ran (not in a dry run). */
+  /** True when `verify` ran (not in a dry run, nor after a stop). */
   verified: boolean;
   dryRun: boolean;
+  /** Set when the run ended early. */
+  stopped?: Stop;
 }
 
 interface ImportingService extends BaseSessionService {
@@ -86,16 +147,20 @@ function eventData(events: readonly Event[]): unknown[] {
   return JSON.parse(JSON.stringify(events)) as unknown[];
 }
 
-/** The stored state: everything but `temp:` keys (never stored, so never compared). */
-function storedState(state: Record<string, unknown>): Record<string, unknown> {
+/** The keys of one scope (`session` for un-prefixed keys), as stored JSON. */
+function scopeState(state: Record<string, unknown>, scope: 'session' | 'user' | 'app'): Record<string, unknown> {
   const result: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(state)) if (scopeOf(key) !== 'temp') result[key] = value;
+  for (const [key, value] of Object.entries(state)) if (scopeOf(key) === scope) result[key] = value;
   return JSON.parse(JSON.stringify(result)) as Record<string, unknown>;
 }
 
 const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
 
-/** What to do with a source session given what the target holds. */
+/**
+ * What to do with a source session given what the target holds, before any
+ * policy: only the session's own keys, its events and its lastUpdateTime
+ * count (`user:` and `app:` keys are decided per scope).
+ */
 export function decide(source: Session, target: Session | undefined): SessionDecision {
   if (!target) return 'copy';
   const sourceEvents = eventData(source.events);
@@ -103,7 +168,7 @@ export function decide(source: Session, target: Session | undefined): SessionDec
   if (
     target.lastUpdateTime === source.lastUpdateTime &&
     same(sourceEvents, targetEvents) &&
-    same(storedState(source.state), storedState(target.state))
+    same(scopeState(source.state, 'session'), scopeState(target.state, 'session'))
   ) {
     return 'unchanged';
   }
@@ -112,18 +177,52 @@ export function decide(source: Session, target: Session | undefined): SessionDec
   return prefix && target.lastUpdateTime <= source.lastUpdateTime ? 'update' : 'conflict';
 }
 
-/** Field-by-field differences between a source session and its copy. */
-export function compareCopies(source: Session, target: Session | undefined): Difference[] {
-  const session = `${source.userId}/${source.id}`;
+/** Whether the source wins a conflict whose sides last wrote at these times. */
+function sourceWins(policy: ConflictPolicy, sourceTime: number, targetTime: number): boolean {
+  if (policy === 'source') return true;
+  if (policy === 'target') return false;
+  return sourceTime > targetTime;
+}
+
+/**
+ * When a side last wrote a scope: the latest event of `sessions` whose state
+ * delta holds a key of the scope; without one, the earliest start of a
+ * session (state given at creation); `-Infinity` without sessions.
+ */
+export function lastWriteOf(sessions: readonly Session[], scope: 'user' | 'app'): number {
+  let latest = Number.NEGATIVE_INFINITY;
+  let earliestStart = Number.POSITIVE_INFINITY;
+  for (const session of sessions) {
+    earliestStart = Math.min(earliestStart, session.events[0]?.timestamp ?? session.lastUpdateTime);
+    for (const event of session.events) {
+      const delta = event.actions?.stateDelta ?? {};
+      if (Object.keys(delta).some((key) => scopeOf(key) === scope)) latest = Math.max(latest, event.timestamp);
+    }
+  }
+  if (latest !== Number.NEGATIVE_INFINITY) return latest;
+  return earliestStart === Number.POSITIVE_INFINITY ? Number.NEGATIVE_INFINITY : earliestStart;
+}
+
+/** Field-by-field differences between a source session and its copy (`user:`/`app:` keys the run left alone excepted). */
+export function compareCopies(
+  source: Session,
+  target: Session | undefined,
+  keptInTarget: ReadonlySet<string> = new Set(),
+): Difference[] {
+  const session = `${source.appName}/${source.userId}/${source.id}`;
   if (!target) return [{ session, field: 'session', source: 'present', target: 'missing' }];
   const differences: Difference[] = [];
   const note = (field: string, a: unknown, b: unknown) => {
     if (!same(a, b)) differences.push({ session, field, source: a, target: b });
   };
   note('lastUpdateTime', source.lastUpdateTime, target.lastUpdateTime);
-  const a = storedState(source.state);
-  const b = storedState(target.state);
+  const a = scopeState(source.state, 'session');
+  const b = scopeState(target.state, 'session');
   for (const key of new Set([...Object.keys(a), ...Object.keys(b)])) note(`state.${key}`, a[key], b[key]);
+  // Shared keys: the source's must be in the target, unless the run left the target's value on purpose.
+  const shared = { ...scopeState(source.state, 'user'), ...scopeState(source.state, 'app') };
+  const copied = { ...scopeState(target.state, 'user'), ...scopeState(target.state, 'app') };
+  for (const key of Object.keys(shared)) if (!keptInTarget.has(key)) note(`state.${key}`, shared[key], copied[key]);
   const sourceEvents = eventData(source.events);
   const targetEvents = eventData(target.events);
   note('events.length', sourceEvents.length, targetEvents.length);
@@ -140,7 +239,35 @@ function describe(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
-/** Runs a migration. Opens both stores from their URIs and closes them at the end. */
+/** A failure that ends the run at once: the backend refused the configuration, or the connection is gone. */
+function isFatal(error: unknown): boolean {
+  if (isAdkStateError(error, 'BACKEND_ERROR') && (error as BackendError).kind !== 'outage') return true;
+  const problem = problemOf(error);
+  return (
+    problem === 'authentication' ||
+    problem === 'unknown database' ||
+    problem === 'refused' ||
+    problem === 'host not found'
+  );
+}
+
+/** The apps of a source: its store's listing, or the `sessions` table of `@google/adk`'s database service. */
+export async function listApps(service: BaseSessionService): Promise<string[] | undefined> {
+  const store = (service as { store?: { listAppNames?: () => Promise<string[]> } }).store;
+  if (typeof store?.listAppNames === 'function') return [...(await store.listAppNames())].sort();
+  const database = service as {
+    init?: () => Promise<void>;
+    orm?: { em: { fork(): { getConnection(): { execute(sql: string): Promise<Array<Record<string, unknown>>> } } } };
+  };
+  if (typeof database.init === 'function' && service.constructor.name === 'DatabaseSessionService') {
+    await database.init();
+    const rows = await database.orm?.em.fork().getConnection().execute('select distinct app_name from sessions');
+    return (rows ?? []).map((row) => String(row.app_name)).sort();
+  }
+  return undefined;
+}
+
+/** Runs a migration. Opens both stores from their URIs, checks them, and closes them at the end. */
 export async function migrate(options: MigrateOptions): Promise<MigrateReport> {
   const source = await sessionServiceFromUri(options.from);
   let target: UriSessionService | undefined;
@@ -149,72 +276,324 @@ export async function migrate(options: MigrateOptions): Promise<MigrateReport> {
     if (!canImport(target)) {
       throw new Error(`the target ${redactUri(options.to)} is not an adk-state store (it cannot import)`);
     }
-    return await copyAll(source, target, options);
+    const bound = options.checkTimeoutMs === undefined ? {} : { timeoutMs: options.checkTimeoutMs };
+    await checkStore(options.from, source, bound);
+    await checkStore(options.to, target, bound);
+    let apps: string[];
+    if (options.appName !== undefined) apps = [options.appName];
+    else {
+      const listed = await listApps(source);
+      if (!listed) {
+        throw new Error(`the source ${redactUri(options.from)} cannot list its apps: name one with --app`);
+      }
+      apps = listed;
+    }
+    return await copyAll(source, target, { ...options, apps });
   } finally {
-    await Promise.allSettled([source.close?.(), target?.close?.()]);
+    await Promise.all([closeWithin(source), closeWithin(target)]);
   }
 }
 
-/** Copies between two open services (see {@link migrate}). */
-export async function copyAll(
-  source: BaseSessionService,
-  target: ImportingService,
-  options: Omit<MigrateOptions, 'from' | 'to'>,
-): Promise<MigrateReport> {
-  const { appName, userId } = options;
-  const listed = await source.listSessions({ appName, ...(userId === undefined ? {} : { userId }) });
-  const heads = [...listed.sessions].sort((a, b) =>
-    a.userId === b.userId ? (a.id < b.id ? -1 : a.id > b.id ? 1 : 0) : a.userId < b.userId ? -1 : 1,
-  );
-  const report: MigrateReport = {
-    sessions: heads.length,
+function emptyReport(options: { dryRun?: boolean; verify?: boolean }, apps: string[]): MigrateReport {
+  return {
+    apps,
+    sessions: 0,
+    processed: 0,
     events: 0,
     decisions: { copy: 0, unchanged: 0, update: 0, conflict: 0 },
     conflicts: [],
+    scopes: [],
     failed: [],
     differences: [],
     verified: options.verify === true && options.dryRun !== true,
     dryRun: options.dryRun === true,
   };
-  const progress: MigrateProgress = { done: 0, total: heads.length, events: 0, startedAt: Date.now() };
-  const copied: Session[] = [];
-  for (const head of heads) {
-    const name = `${head.userId}/${head.id}`;
-    try {
-      const key = { appName, userId: head.userId, sessionId: head.id };
-      const full = await source.getSession(key);
-      if (!full) throw new Error('deleted from the source during the run');
-      const existing = await target.getSession(key);
-      let decision = decide(full, existing);
-      if (decision === 'conflict' && options.overwrite) decision = 'update';
-      report.decisions[decision]++;
-      if (decision === 'conflict') report.conflicts.push(name);
-      if (decision === 'copy' || decision === 'update') {
-        report.events += full.events.length;
-        progress.events += full.events.length;
-        if (!options.dryRun) {
-          const outcome = await target.importSession(full, { replace: decision === 'update' });
-          if (outcome === 'exists') throw new Error('another writer created it in the target during the run');
-        }
-      }
-      if (decision !== 'conflict') copied.push(full);
-    } catch (error) {
-      report.failed.push({ session: name, error: describe(error) });
-    }
+}
+
+/** One source session as the run handles it. */
+interface Item {
+  head: Session;
+  full?: Session;
+  existing?: Session;
+  decision?: SessionDecision;
+  /** Loading it failed (the failure is reported once). */
+  failed?: boolean;
+}
+
+const byUserThenId = (a: Session, b: Session) =>
+  a.userId === b.userId ? (a.id < b.id ? -1 : a.id > b.id ? 1 : 0) : a.userId < b.userId ? -1 : 1;
+
+/** Thrown inside a run to end it (caught by {@link copyAll}). */
+class Stopped {
+  constructor(readonly stop: Stop) {}
+}
+
+/** Copies between two open services (see {@link migrate}). `apps` (or `appName`) names the apps. */
+export async function copyAll(
+  source: BaseSessionService,
+  target: ImportingService,
+  options: Omit<MigrateOptions, 'from' | 'to'> & { apps?: string[] },
+): Promise<MigrateReport> {
+  const apps = options.apps ?? (options.appName === undefined ? [] : [options.appName]);
+  const report = emptyReport(options, apps);
+  const policy: ConflictPolicy = options.overwrite ? 'source' : (options.onConflict ?? 'newer');
+  const maxFailures = options.maxFailures ?? 5;
+  const { userId } = options;
+  const listings = new Map<string, Session[]>();
+  for (const appName of apps) {
+    const listed = await source.listSessions({ appName, ...(userId === undefined ? {} : { userId }) });
+    listings.set(appName, [...listed.sessions].sort(byUserThenId));
+    report.sessions += listed.sessions.length;
+  }
+  const progress: MigrateProgress = { appName: '', done: 0, total: report.sessions, events: 0, startedAt: Date.now() };
+  const copied: { session: Session; kept: Set<string> }[] = [];
+  let failuresInARow = 0;
+
+  const checkSignal = () => {
+    if (options.signal?.aborted) throw new Stopped({ reason: 'interrupted', message: 'interrupted' });
+  };
+  const advance = () => {
+    report.processed++;
     progress.done++;
     options.onProgress?.(progress);
+  };
+
+  try {
+    for (const appName of apps) {
+      progress.appName = appName;
+      const heads = listings.get(appName) ?? [];
+      const items: Item[] = heads.map((head) => ({ head }));
+      const name = (session: Session) => `${appName}/${session.userId}/${session.id}`;
+      const fail = (session: Session, error: unknown) => {
+        report.failed.push({ session: name(session), error: describe(error) });
+        failuresInARow++;
+        if (isFatal(error)) throw new Stopped({ reason: 'store', message: describe(error) });
+        if (failuresInARow >= maxFailures) {
+          throw new Stopped({
+            reason: 'failures',
+            message: `${failuresInARow} sessions in a row failed (the last: ${describe(error)})`,
+          });
+        }
+      };
+      /** Loads a session on both sides once; false when that failed (reported). */
+      const load = async (item: Item): Promise<boolean> => {
+        if (item.full) return true;
+        if (item.failed) return false;
+        checkSignal();
+        const key = { appName, userId: item.head.userId, sessionId: item.head.id };
+        try {
+          const full = await source.getSession(key);
+          if (!full) throw new Error('deleted from the source during the run');
+          item.existing = await target.getSession(key);
+          item.full = full;
+          item.decision = decide(full, item.existing);
+          failuresInARow = 0;
+          return true;
+        } catch (error) {
+          item.failed = true;
+          fail(item.head, error);
+          return false;
+        }
+      };
+      const scopes = { source, target, policy, onlyUser: userId, load, fail };
+
+      // The app scope first: its keys ride on the first session the run writes.
+      const app = await scopeDecision(appName, 'app', items, items, undefined, scopes);
+      let pendingApp = app.write;
+
+      let index = 0;
+      while (index < items.length) {
+        const owner = (items[index] as Item).head.userId;
+        const group: Item[] = [];
+        while (index < items.length && (items[index] as Item).head.userId === owner) group.push(items[index++] as Item);
+        for (const item of group) await load(item);
+        const user = await scopeDecision(appName, 'user', group, items, owner, scopes);
+        const kept = new Set([...(app.outcome?.keptInTarget ?? []), ...(user.outcome?.keptInTarget ?? [])]);
+        // Final decisions: a conflict goes to the side the policy names.
+        for (const item of group) {
+          if (item.decision !== 'conflict' || !item.full || !item.existing) continue;
+          if (sourceWins(policy, item.full.lastUpdateTime, item.existing.lastUpdateTime)) item.decision = 'update';
+        }
+        // Shared keys to write need one import to carry them: a session already written, else one replaced as is.
+        const carried = { ...user.write, ...pendingApp };
+        if (
+          Object.keys(carried).length > 0 &&
+          !group.some((item) => item.decision === 'copy' || item.decision === 'update')
+        ) {
+          const carrier = group.find((item) => item.decision === 'unchanged');
+          if (carrier) carrier.decision = 'update';
+        }
+        let pending = carried;
+        for (const item of group) {
+          checkSignal();
+          if (!item.full) {
+            advance();
+            continue;
+          }
+          const full = item.full;
+          const decision = item.decision as SessionDecision;
+          try {
+            if (decision === 'copy' || decision === 'update') {
+              const state = { ...scopeState(full.state, 'session'), ...pending };
+              if (!options.dryRun) {
+                const outcome = await target.importSession({ ...full, state }, { replace: decision === 'update' });
+                if (outcome === 'exists') throw new Error('another writer created it in the target during the run');
+              }
+              report.events += full.events.length;
+              progress.events += full.events.length;
+              pending = {};
+            }
+            report.decisions[decision]++;
+            if (decision === 'conflict') report.conflicts.push(name(full));
+            else copied.push({ session: full, kept });
+            failuresInARow = 0;
+          } catch (error) {
+            report.processed++;
+            progress.done++;
+            options.onProgress?.(progress);
+            fail(full, error);
+            continue;
+          }
+          advance();
+        }
+        // What no import carried is not written: user keys are reported so, app keys wait for the next user.
+        if (user.outcome) {
+          user.outcome.written = user.outcome.written.filter((key) => !(key in pending));
+          report.scopes.push(user.outcome);
+        }
+        pendingApp = Object.fromEntries(Object.entries(pending).filter(([key]) => scopeOf(key) === 'app'));
+      }
+      if (app.outcome) {
+        app.outcome.written = app.outcome.written.filter((key) => !(key in pendingApp));
+        report.scopes.push(app.outcome);
+      }
+    }
+  } catch (error) {
+    if (!(error instanceof Stopped)) throw error;
+    report.stopped = error.stop;
+    report.verified = false;
   }
   if (report.verified) {
-    for (const original of copied) {
-      const key = { appName, userId: original.userId, sessionId: original.id };
+    for (const { session: original, kept } of copied) {
+      const key = { appName: original.appName, userId: original.userId, sessionId: original.id };
       const copy = await target.getSession(key);
-      report.differences.push(...compareCopies(original, copy));
+      report.differences.push(...compareCopies(original, copy, kept));
     }
   }
   return report;
 }
 
-/** Whether the run succeeded: nothing failed and `verify` found nothing. */
+/** The keys of a scope to write with the next import, and what the report says of the scope. */
+interface ScopeDecision {
+  write: Record<string, unknown>;
+  outcome?: ScopeOutcome;
+}
+
+interface ScopeContext {
+  source: BaseSessionService;
+  target: ImportingService;
+  policy: ConflictPolicy;
+  onlyUser: string | undefined;
+  load: (item: Item) => Promise<boolean>;
+  fail: (session: Session, error: unknown) => void;
+}
+
+/**
+ * Decides one scope (the app's, or one user's): compares the source's keys
+ * (as the first loaded session of `items` shows them) with the target's, and
+ * for keys both hold with other values asks which side wrote the scope last,
+ * which loads every session of the scope on both sides: only when values differ.
+ */
+async function scopeDecision(
+  appName: string,
+  scope: 'user' | 'app',
+  items: Item[],
+  allItems: Item[],
+  owner: string | undefined,
+  context: ScopeContext,
+): Promise<ScopeDecision> {
+  const { target, policy, load, fail } = context;
+  let first: Item | undefined;
+  for (const item of items) {
+    if (await load(item)) {
+      first = item;
+      break;
+    }
+  }
+  if (!first?.full) return { write: {} };
+  const sourceKeys = scopeState(first.full.state, scope);
+  let targetKeys: Record<string, unknown> = {};
+  const label = scope === 'app' ? 'app' : `user:${owner}`;
+  try {
+    const bucket =
+      scope === 'app'
+        ? await target.getAppState({ appName })
+        : await target.getUserState({ appName, userId: owner as string });
+    for (const [key, value] of Object.entries(bucket)) targetKeys[`${scope}:${key}`] = value;
+    targetKeys = JSON.parse(JSON.stringify(targetKeys)) as Record<string, unknown>;
+  } catch (error) {
+    fail(first.head, new Error(`reading the target's ${label} state: ${describe(error)}`, { cause: error }));
+    return { write: {} };
+  }
+  const write: Record<string, unknown> = {};
+  const conflicting: string[] = [];
+  for (const [key, value] of Object.entries(sourceKeys)) {
+    if (!(key in targetKeys)) write[key] = value;
+    else if (!same(value, targetKeys[key])) conflicting.push(key);
+  }
+  let keptInTarget: string[] = [];
+  if (conflicting.length > 0) {
+    let wins = policy === 'source';
+    if (policy === 'newer') {
+      const scopeItems = scope === 'app' ? allItems : items;
+      const sourceSessions: Session[] = [];
+      for (const item of scopeItems) if (await load(item)) sourceSessions.push(item.full as Session);
+      try {
+        const targetSessions = await everySession(target, appName, scope === 'app' ? undefined : owner);
+        wins = sourceWins(policy, lastWriteOf(sourceSessions, scope), lastWriteOf(targetSessions, scope));
+      } catch (error) {
+        fail(first.head, new Error(`reading the target's sessions of ${label}: ${describe(error)}`, { cause: error }));
+        wins = false;
+      }
+    }
+    if (wins) for (const key of conflicting) write[key] = sourceKeys[key];
+    else keptInTarget = conflicting;
+  }
+  const written = Object.keys(write);
+  if (written.length === 0 && keptInTarget.length === 0) return { write };
+  return { write, outcome: { appName, scope: label, written, keptInTarget } };
+}
+
+/** Every session of an app (or of one user) in full. */
+async function everySession(
+  service: BaseSessionService,
+  appName: string,
+  userId: string | undefined,
+): Promise<Session[]> {
+  const { sessions } = await service.listSessions({ appName, ...(userId === undefined ? {} : { userId }) });
+  const all: Session[] = [];
+  for (const head of sessions) {
+    const full = await service.getSession({ appName, userId: head.userId, sessionId: head.id });
+    if (full) all.push(full);
+  }
+  return all;
+}
+
+/** Whether nothing failed, `verify` found nothing and the run was not stopped. */
 export function migrationSucceeded(report: MigrateReport): boolean {
-  return report.failed.length === 0 && report.differences.length === 0;
+  return report.failed.length === 0 && report.differences.length === 0 && report.stopped === undefined;
+}
+
+/** Writes the run made (or would make): sessions copied or replaced, and scope keys written. */
+export function changesOf(report: MigrateReport): number {
+  return (
+    report.decisions.copy +
+    report.decisions.update +
+    report.scopes.reduce((sum, scope) => sum + scope.written.length, 0)
+  );
+}
+
+/** Conflicts the run left alone: sessions and scope keys. */
+export function conflictsLeft(report: MigrateReport): number {
+  return report.conflicts.length + report.scopes.reduce((sum, scope) => sum + scope.keptInTarget.length, 0);
 }

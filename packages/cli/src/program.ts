@@ -5,10 +5,28 @@
  */
 import { resolve } from 'node:path';
 import { Argument, Command, Option } from 'commander';
+import { checkStore, closeWithin, DEFAULT_CHECK_TIMEOUT_MS } from './check.js';
 import { inspectText, serveInspector } from './inspect.js';
-import { type MigrateProgress, type MigrateReport, migrate, migrationSucceeded } from './migrate.js';
+import {
+  type ConflictPolicy,
+  changesOf,
+  conflictsLeft,
+  type MigrateProgress,
+  type MigrateReport,
+  migrate,
+  migrationSucceeded,
+} from './migrate.js';
+import { Redactor, redactUri } from './redact.js';
 import { type LogLevelName, type RunningServer, startServer } from './server.js';
 import { sessionServiceFromUri } from './uri.js';
+
+/**
+ * The exit codes of `adk-state`: 0 when all went well, 1 for an error (a
+ * store that fails its start-up check, a failed session, a difference found
+ * by --verify). `migrate` adds 3 when it left conflicts alone, 4 when the
+ * source holds no session for the query, and 130 when interrupted (Ctrl-C).
+ */
+export const EXIT_CODES = { ok: 0, error: 1, conflicts: 3, nothingFound: 4, interrupted: 130 } as const;
 
 /** What the program needs from its surroundings (a test passes its own). */
 export interface ProgramIo {
@@ -20,6 +38,10 @@ export interface ProgramIo {
   print?: (text: string) => void;
   /** Whether results go to a terminal (a live progress bar) or not (plain lines). Default: stdout's isTTY. */
   tty?: boolean;
+  /** Writes to the terminal as is (the live progress bar). Default stdout. */
+  write?: (text: string) => void;
+  /** The terminal's width for the progress bar. Default stdout's columns, else 80. */
+  columns?: number;
   /** Ends the process with a code. Default `process.exit`. */
   exit?: (code: number) => void;
   /** The environment (DATABASE_URL is ADK's fallback for the session URI). */
@@ -44,12 +66,36 @@ interface ServeFlags {
   a2a: boolean | string;
   a2a_auth_token?: string;
   reload_agents: boolean | string;
+  check_timeout: string;
 }
 
 const LOG_LEVELS: readonly LogLevelName[] = ['debug', 'info', 'warn', 'error'];
 
 function flag(value: boolean | string): boolean {
   return value === true || value === 'true' || value === '1';
+}
+
+function seconds(value: string, name: string): number {
+  const number = Number(value);
+  if (!Number.isFinite(number) || number <= 0)
+    throw new Error(`${name} must be a number of seconds above 0, got "${value}"`);
+  return Math.round(number * 1000);
+}
+
+/** Whether a host to bind is a loopback address (only this machine can connect). */
+export function isLoopback(host: string): boolean {
+  const bare = host.replace(/^\[|\]$/g, '').toLowerCase();
+  return bare === 'localhost' || bare === '::1' || /^127\.\d+\.\d+\.\d+$/.test(bare) || bare.endsWith('.localhost');
+}
+
+/** The warning printed when a server binds an address other machines can reach. */
+export function exposedHostWarning(command: string, host: string): string {
+  return (
+    `adk-state ${command}: warning: --host ${host} is not a loopback address. ADK's server checks no Host header ` +
+    'and no Origin and has no authentication: anyone who can reach this address (and any web page their browser ' +
+    'opens, through DNS rebinding) can read, write and delete every session. Bind 127.0.0.1, or put an ' +
+    'authenticating proxy in front.'
+  );
 }
 
 function port(value: string): number {
@@ -62,16 +108,38 @@ function port(value: string): number {
 
 /** Builds the `adk-state` program; `run(argv)` parses and acts. */
 export function createProgram(io: ProgramIo = {}): Command {
-  const error = io.error ?? ((message: string) => process.stderr.write(`${message}\n`));
-  const exit = io.exit ?? ((code: number) => process.exit(code));
   const env = io.env ?? process.env;
+  // Every line this program prints goes through one redaction: the URIs of the command line and of DATABASE_URL.
+  const redactor = new Redactor([env.DATABASE_URL]);
+  const rawError = io.error ?? ((message: string) => process.stderr.write(`${message}\n`));
+  const rawPrint = io.print ?? ((text: string) => process.stdout.write(`${text}\n`));
+  const rawWrite = io.write ?? ((text: string) => process.stdout.write(text));
+  const error = (message: string) => rawError(redactor.redact(message));
+  const print = (text: string) => rawPrint(redactor.redact(text));
+  const write = (text: string) => rawWrite(redactor.redact(text));
+  const exit = io.exit ?? ((code: number) => process.exit(code));
   const cwd = io.cwd ?? process.cwd();
   const onStarted = io.onStarted ?? stopOnSignal(error, exit);
-  const print = io.print ?? ((text: string) => process.stdout.write(`${text}\n`));
   const program = new Command('adk-state')
     .description("ADK's web UI and API server on adk-state session stores")
     .version(io.version ?? '0.0.0', '--version', 'Print the version')
-    .showHelpAfterError();
+    .showHelpAfterError()
+    .configureOutput({
+      writeOut: (text) =>
+        io.print ? rawPrint(redactor.redact(text.replace(/\n$/, ''))) : process.stdout.write(redactor.redact(text)),
+      writeErr: (text) =>
+        io.error ? rawError(redactor.redact(text.replace(/\n$/, ''))) : process.stderr.write(redactor.redact(text)),
+    });
+  for (const method of ['parse', 'parseAsync'] as const) {
+    const original = program[method].bind(program) as (argv?: readonly string[], options?: object) => unknown;
+    (program as unknown as Record<string, unknown>)[method] = (argv?: readonly string[], options?: object) => {
+      for (const arg of argv ?? process.argv) {
+        const uri = /^(?:--?[\w-]+=)?([a-z][a-z0-9+.-]*:\/\/.*)$/is.exec(arg)?.[1];
+        if (uri !== undefined) redactor.add(uri);
+      }
+      return original(argv, options);
+    };
+  }
 
   for (const [name, webUi, description] of [
     ['web', true, "Start ADK's web server: the dev UI and the API"],
@@ -96,7 +164,7 @@ export function createProgram(io: ProgramIo = {}): Command {
           '--session_service_uri <string>',
           'Where sessions live: memory://, redis://host:port, redis+cluster://h1:p1,h2:p2, mongodb://…, ' +
             'firestore://<project>[/<database>]?root=<collection>, or any URI @google/adk accepts (sqlite://, postgresql://, …). ' +
-            'Default: $DATABASE_URL, else memory://',
+            `Default: $DATABASE_URL, else memory://${env.DATABASE_URL ? ` (now $DATABASE_URL is ${env.DATABASE_URL})` : ''}`,
         ),
       )
       .addOption(
@@ -109,8 +177,16 @@ export function createProgram(io: ProgramIo = {}): Command {
       .addOption(new Option('--a2a [boolean]', 'Serve the A2A surface').default(false))
       .addOption(new Option('--a2a_auth_token <string>', 'Bearer token for the A2A surface (or $ADK_A2A_AUTH_TOKEN)'))
       .addOption(new Option('--reload_agents [boolean]', 'Reload agent files when they change').default(false))
+      .addOption(
+        new Option(
+          '--check_timeout <seconds>',
+          'How long the start-up check of the session store may take; the server does not start on a store that fails it',
+        ).default(String(DEFAULT_CHECK_TIMEOUT_MS / 1000)),
+      )
       .action(async (agentsDir: string, flags: ServeFlags) => {
         try {
+          const sessionServiceUri = flags.session_service_uri || env.DATABASE_URL || 'memory://';
+          if (!isLoopback(flags.host)) error(exposedHostWarning(name, flags.host));
           const level = flags.verbose ? 'debug' : flags.log_level.toLowerCase();
           if (!LOG_LEVELS.includes(level as LogLevelName)) {
             throw new Error(`--log_level must be one of ${LOG_LEVELS.join(', ')}, got "${flags.log_level}"`);
@@ -120,7 +196,8 @@ export function createProgram(io: ProgramIo = {}): Command {
             webUi,
             host: flags.host,
             port: port(flags.port),
-            sessionServiceUri: flags.session_service_uri || env.DATABASE_URL || 'memory://',
+            sessionServiceUri,
+            checkTimeoutMs: seconds(flags.check_timeout, '--check_timeout'),
             logLevel: level as LogLevelName,
             compile: flag(flags.compile),
             bundle: flag(flags.bundle),
@@ -132,6 +209,12 @@ export function createProgram(io: ProgramIo = {}): Command {
             ...(flags.file_type ? { fileType: flags.file_type } : {}),
             ...(flags.a2a_auth_token ? { a2aAuthToken: flags.a2a_auth_token } : {}),
           });
+          const origin = flags.session_service_uri
+            ? ''
+            : env.DATABASE_URL
+              ? ' (from $DATABASE_URL)'
+              : ' (the default: sessions last only as long as this process)';
+          print(`adk-state ${name}: ${server.url} with sessions in ${redactUri(sessionServiceUri)}${origin}`);
           onStarted(server);
         } catch (failure) {
           error(`adk-state ${name}: ${failure instanceof Error ? failure.message : String(failure)}`);
@@ -150,18 +233,27 @@ export function createProgram(io: ProgramIo = {}): Command {
     .option('--web', 'Serve the timeline page instead of printing')
     .option('--host <host>', 'Host of the page (--web)', '127.0.0.1')
     .option('--port <number>', 'Port of the page (--web); 0 picks a free one', '0')
+    .option(
+      '--check-timeout <seconds>',
+      'How long the start-up check of the store may take',
+      String(DEFAULT_CHECK_TIMEOUT_MS / 1000),
+    )
     .action(async (uri: string, flags: InspectFlags) => {
       let service: Awaited<ReturnType<typeof sessionServiceFromUri>> | undefined;
       try {
+        const timeoutMs = seconds(flags.checkTimeout, '--check-timeout');
         service = await sessionServiceFromUri(uri);
         const opened = service;
+        await checkStore(uri, opened, { timeoutMs });
         if (flags.web) {
+          if (!isLoopback(flags.host)) error(exposedHostWarning('inspect', flags.host));
           const inspector = await serveInspector(opened, {
             host: flags.host,
             port: port(flags.port),
             appName: flags.app,
+            redact: (text) => redactor.redact(text),
           });
-          print(`adk-state inspect: serving ${inspector.url}`);
+          print(`adk-state inspect: serving ${inspector.url} with sessions in ${redactUri(uri)}`);
           onStarted({
             url: inspector.url,
             sessionService: opened,
@@ -178,44 +270,87 @@ export function createProgram(io: ProgramIo = {}): Command {
           ...(flags.session === undefined ? {} : { sessionId: flags.session }),
         };
         print(await inspectText(opened, query, flags.json === true));
-        await opened.close?.();
+        await closeWithin(opened);
       } catch (failure) {
-        await service?.close?.().catch(() => {});
+        await closeWithin(service);
         error(`adk-state inspect: ${failure instanceof Error ? failure.message : String(failure)}`);
-        exit(1);
+        exit(EXIT_CODES.error);
       }
     });
   program
     .command('migrate')
-    .description("Copy an app's sessions from one store to another: state, events and times exactly; safe to re-run")
+    .description(
+      'Copy sessions from one store to another: state, events and times exactly. Safe to re-run: state the target ' +
+        'wrote later is never replaced by older state, and a second run finds nothing to change.',
+    )
     .requiredOption(
       '--from <uri>',
       'The source store (any --session_service_uri, sqlite:// and postgresql:// included)',
     )
     .requiredOption('--to <uri>', 'The target: an adk-state store')
-    .requiredOption('--app <name>', 'The app to copy')
+    .option('--app <name>', 'The app to copy (default: every app of the source)')
     .option('--user <id>', "Only this user's sessions")
     .option('--dry-run', 'Report what would be copied; write nothing')
     .option('--verify', 'Compare every copied session field by field afterwards')
-    .option('--overwrite', 'Replace target sessions that are newer than, or differ from, the source')
+    .addOption(
+      new Option(
+        '--on-conflict <policy>',
+        'Who wins where the target holds other values: newer (the side that wrote last), target, or source',
+      )
+        .choices(['newer', 'target', 'source'])
+        .default('newer'),
+    )
+    .option('--overwrite', 'The source wins every conflict (same as --on-conflict source)')
+    .option('--max-failures <n>', 'Stop after this many sessions in a row failed', '5')
+    .option(
+      '--check-timeout <seconds>',
+      'How long the start-up check of each store may take',
+      String(DEFAULT_CHECK_TIMEOUT_MS / 1000),
+    )
     .action(async (flags: MigrateFlags) => {
       const tty = io.tty ?? process.stdout.isTTY === true;
+      const columns = io.columns ?? process.stdout.columns ?? 80;
+      const controller = new AbortController();
+      const interrupt = () => {
+        if (controller.signal.aborted) {
+          error('adk-state migrate: stopped at once; run the same command again to resume');
+          exit(EXIT_CODES.interrupted);
+          return;
+        }
+        controller.abort();
+        error('adk-state migrate: stopping after the current session (press Ctrl-C again to stop at once)');
+      };
+      process.on('SIGINT', interrupt);
+      process.on('SIGTERM', interrupt);
+      const display = progressDisplay(tty, columns, print, write);
       try {
+        const maxFailures = Number(flags.maxFailures);
+        if (!Number.isInteger(maxFailures) || maxFailures < 1) {
+          throw new Error(`--max-failures must be a whole number from 1, got "${flags.maxFailures}"`);
+        }
         const report = await migrate({
           from: flags.from,
           to: flags.to,
-          appName: flags.app,
+          ...(flags.app === undefined ? {} : { appName: flags.app }),
           ...(flags.user === undefined ? {} : { userId: flags.user }),
           dryRun: flags.dryRun === true,
           verify: flags.verify === true,
-          overwrite: flags.overwrite === true,
-          onProgress: progressPrinter(tty, print),
+          onConflict: flags.overwrite === true ? 'source' : flags.onConflict,
+          maxFailures,
+          checkTimeoutMs: seconds(flags.checkTimeout, '--check-timeout'),
+          signal: controller.signal,
+          onProgress: display.update,
         });
+        display.end();
         print(formatReport(report));
-        if (!migrationSucceeded(report)) exit(1);
+        exit(exitCodeOf(report, flags, print, error));
       } catch (failure) {
+        display.end();
         error(`adk-state migrate: ${failure instanceof Error ? failure.message : String(failure)}`);
-        exit(1);
+        exit(EXIT_CODES.error);
+      } finally {
+        process.off('SIGINT', interrupt);
+        process.off('SIGTERM', interrupt);
       }
     });
   return program;
@@ -224,45 +359,129 @@ export function createProgram(io: ProgramIo = {}): Command {
 interface MigrateFlags {
   from: string;
   to: string;
-  app: string;
+  app?: string;
   user?: string;
   dryRun?: boolean;
   verify?: boolean;
+  onConflict: ConflictPolicy;
   overwrite?: boolean;
+  maxFailures: string;
+  checkTimeout: string;
 }
 
-/** A live bar on a terminal; otherwise one plain line per tenth of the run (and at its end). */
-function progressPrinter(tty: boolean, print: (text: string) => void): (progress: MigrateProgress) => void {
+/** The same command again, as the line that says how to resume (URIs redacted by the printer). */
+function resumeCommand(flags: MigrateFlags): string {
+  const quote = (text: string) => (/^[\w@%+=:,./-]+$/.test(text) ? text : `'${text.replace(/'/g, "'\\''")}'`);
+  const parts = ['adk-state migrate', '--from', quote(flags.from), '--to', quote(flags.to)];
+  if (flags.app !== undefined) parts.push('--app', quote(flags.app));
+  if (flags.user !== undefined) parts.push('--user', quote(flags.user));
+  if (flags.overwrite) parts.push('--overwrite');
+  else if (flags.onConflict !== 'newer') parts.push('--on-conflict', flags.onConflict);
+  return parts.join(' ');
+}
+
+/** The exit code of a run, after the lines that explain it. */
+function exitCodeOf(
+  report: MigrateReport,
+  flags: MigrateFlags,
+  print: (text: string) => void,
+  error: (text: string) => void,
+): number {
+  const resume = `to resume, run the same command again (${resumeCommand(flags)}): what was copied is found unchanged and skipped`;
+  if (report.stopped) {
+    if (report.stopped.reason === 'interrupted') {
+      error(`adk-state migrate: interrupted after ${report.processed} of ${report.sessions} sessions; ${resume}`);
+      return EXIT_CODES.interrupted;
+    }
+    const why = report.stopped.reason === 'store' ? 'stopped at a failure of the store' : 'stopped';
+    error(`adk-state migrate: ${why}: ${report.stopped.message}`);
+    error(`adk-state migrate: ${report.processed} of ${report.sessions} sessions done; ${resume}`);
+    return EXIT_CODES.error;
+  }
+  if (!migrationSucceeded(report)) return EXIT_CODES.error;
+  if (report.sessions === 0) {
+    const where =
+      report.apps.length === 0
+        ? 'the source holds no app'
+        : `no sessions of ${report.apps.length === 1 ? `app ${report.apps[0]}` : `apps ${report.apps.join(', ')}`}${flags.user === undefined ? '' : ` and user ${flags.user}`}`;
+    error(`adk-state migrate: nothing found: ${where} in ${redactUri(flags.from)}`);
+    return EXIT_CODES.nothingFound;
+  }
+  if (conflictsLeft(report) > 0) {
+    print(
+      `${conflictsLeft(report)} conflicts left alone: the target wrote them last (--overwrite, or --on-conflict source, gives them the source's values)`,
+    );
+    return EXIT_CODES.conflicts;
+  }
+  return EXIT_CODES.ok;
+}
+
+/**
+ * On a terminal, one line redrawn in place that never wraps (cut to the
+ * terminal's width); otherwise one plain line per tenth of the run.
+ */
+function progressDisplay(
+  tty: boolean,
+  columns: number,
+  print: (text: string) => void,
+  write: (text: string) => void,
+): { update: (progress: MigrateProgress) => void; end: () => void } {
   let lastTenth = -1;
-  return (progress) => {
-    const seconds = Math.max((Date.now() - progress.startedAt) / 1000, 0.001);
-    const rate = progress.done / seconds;
+  let live = false;
+  const update = (progress: MigrateProgress) => {
+    const elapsed = Math.max((Date.now() - progress.startedAt) / 1000, 0.001);
+    const rate = progress.done / elapsed;
     const left = rate > 0 ? Math.round((progress.total - progress.done) / rate) : 0;
-    const line = `sessions ${progress.done}/${progress.total}, events ${progress.events}, ${rate.toFixed(1)} sessions/s, ETA ${left} s`;
+    const line = `${progress.done}/${progress.total} sessions, ${progress.events} events, ${rate.toFixed(1)}/s, ETA ${left} s, app ${progress.appName}`;
     if (tty) {
-      const width = 24;
-      const filled = progress.total === 0 ? width : Math.round((progress.done / progress.total) * width);
-      process.stdout.write(`\r[${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${line}   `);
-      if (progress.done === progress.total) process.stdout.write('\n');
+      const width = Math.max(columns - 1, 1);
+      const barWidth = Math.min(24, width - line.length - 3);
+      let text = line;
+      if (barWidth >= 8) {
+        const filled = progress.total === 0 ? barWidth : Math.round((progress.done / progress.total) * barWidth);
+        text = `[${'#'.repeat(filled)}${'.'.repeat(barWidth - filled)}] ${line}`;
+      }
+      // Cut by code points, so no surrogate pair is split: the line never reaches the last column.
+      text = Array.from(text).slice(0, width).join('');
+      write(`\r${text}\u001b[K`);
+      live = true;
       return;
     }
     const tenth = progress.total === 0 ? 10 : Math.floor((progress.done / progress.total) * 10);
     if (tenth !== lastTenth) {
       lastTenth = tenth;
-      print(`migrate: ${line}`);
+      print(`migrate: sessions ${line}`);
     }
+  };
+  return {
+    update,
+    end() {
+      if (live) write('\n');
+      live = false;
+    },
   };
 }
 
 function formatReport(report: MigrateReport): string {
   const { decisions } = report;
+  const scopeWrites = report.scopes.reduce((sum, scope) => sum + scope.written.length, 0);
   const lines = [
     `${report.dryRun ? 'dry run: would copy' : 'copied'} ${decisions.copy} new and ${decisions.update} updated sessions ` +
       `(${report.events} events); ${decisions.unchanged} unchanged; ${decisions.conflict} conflicts left alone; ` +
-      `${report.failed.length} failed; of ${report.sessions} sessions`,
+      `${report.failed.length} failed; of ${report.sessions} sessions` +
+      (report.apps.length > 1 ? ` in ${report.apps.length} apps` : ''),
+    `${report.dryRun ? 'would write' : 'wrote'} ${scopeWrites} user:/app: keys; ${changesOf(report)} changes in all`,
   ];
   for (const conflict of report.conflicts) {
-    lines.push(`  conflict: ${conflict} is newer or different in the target (--overwrite replaces it)`);
+    lines.push(`  conflict: ${conflict} has writes of its own in the target, which wrote it last (left alone)`);
+  }
+  for (const scope of report.scopes) {
+    if (scope.written.length > 0) lines.push(`  ${scope.appName} ${scope.scope}: wrote ${scope.written.join(', ')}`);
+    if (scope.keptInTarget.length > 0) {
+      lines.push(
+        `  conflict: ${scope.appName} ${scope.scope}: kept the target's ${scope.keptInTarget.join(', ')} (the target wrote them last)`,
+      );
+    }
   }
   for (const failure of report.failed) lines.push(`  failed: ${failure.session}: ${failure.error}`);
   if (report.verified) lines.push(`verify: ${report.differences.length} differences`);
@@ -284,6 +503,7 @@ interface InspectFlags {
   web?: boolean;
   host: string;
   port: string;
+  checkTimeout: string;
 }
 
 /** Waits for SIGINT or SIGTERM, then stops the server and closes its session service before exiting. */

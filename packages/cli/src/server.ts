@@ -2,6 +2,7 @@
  * ADK's API server (and, for `web`, its dev UI) from `@google/adk-devtools`,
  * on a session service named by a URI. Stopping the server closes the service.
  */
+import { checkStore, closeWithin } from './check.js';
 import { loadOptional } from './packages.js';
 import { sessionServiceFromUri, type UriServiceOptions, type UriSessionService } from './uri.js';
 
@@ -37,6 +38,12 @@ export interface ServerOptions {
   a2aAuthToken?: string;
   /** Send OpenTelemetry traces to Google Cloud. */
   otelToCloud?: boolean;
+  /**
+   * How long the start-up check of the store may take (one read, and for
+   * Redis a probe of the database), in milliseconds. Default 10 000. The
+   * server does not start on a store that fails it.
+   */
+  checkTimeoutMs?: number;
 }
 
 export type LogLevelName = 'debug' | 'info' | 'warn' | 'error';
@@ -57,7 +64,16 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const adk = await import('@google/adk');
   const logLevel = adk.LogLevel[(options.logLevel ?? 'info').toUpperCase() as Uppercase<LogLevelName>];
   adk.setLogLevel(logLevel);
-  const sessionService = await sessionServiceFromUri(options.sessionServiceUri ?? 'memory://', options.serviceOptions);
+  const uri = options.sessionServiceUri ?? 'memory://';
+  const sessionService = await sessionServiceFromUri(uri, options.serviceOptions);
+  try {
+    await checkStore(uri, sessionService, {
+      ...(options.checkTimeoutMs === undefined ? {} : { timeoutMs: options.checkTimeoutMs }),
+    });
+  } catch (error) {
+    await closeWithin(sessionService);
+    throw error;
+  }
   const server = new devtools.AdkApiServer({
     agentsDir: options.agentsDir,
     host: options.host ?? 'localhost',

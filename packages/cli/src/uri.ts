@@ -5,6 +5,9 @@
 import { InvalidArgumentError, type StateSessionServiceOptions } from '@adk-state/core';
 import type { BaseSessionService } from '@google/adk';
 import { loadOptional } from './packages.js';
+import { redactUri } from './redact.js';
+
+export { redactUri };
 
 /** Options of {@link sessionServiceFromUri}: core's options, given to every adk-state store it makes. */
 export type UriServiceOptions = StateSessionServiceOptions;
@@ -23,14 +26,6 @@ export const ADK_STATE_SCHEMES = [
   'mongodb+srv',
   'firestore',
 ] as const;
-
-/** `user:password@` becomes `user:***@`, so no error or log line shows a password. */
-export function redactUri(uri: string): string {
-  return uri.replace(/^([a-z][a-z0-9+.-]*:\/\/)([^/?#@]*)@/i, (_whole, scheme: string, userInfo: string) => {
-    const colon = userInfo.indexOf(':');
-    return `${scheme}${colon === -1 ? userInfo : `${userInfo.slice(0, colon)}:***`}@`;
-  });
-}
 
 function malformed(uri: string, detail: string): InvalidArgumentError {
   return new InvalidArgumentError('uri', `${redactUri(uri)}: ${detail}`);
@@ -51,7 +46,12 @@ function parse(uri: string): URL {
   try {
     return new URL(uri);
   } catch {
-    throw malformed(uri, 'not a valid URI');
+    throw malformed(
+      uri,
+      uri.includes('@')
+        ? 'not a valid URI (a password must be percent-encoded: / as %2F, # as %23, ? as %3F, @ as %40, % as %25)'
+        : 'not a valid URI',
+    );
   }
 }
 
