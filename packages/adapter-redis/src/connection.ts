@@ -26,8 +26,29 @@ export interface CommandClient {
   readonly status?: string;
   /** True for a `Cluster`. */
   readonly isCluster?: boolean;
+  /** Commands sent together, on one connection (on a `Cluster`, to the node of their keys). */
+  pipeline?(commands: Array<Array<string | number>>): { exec(): Promise<Array<[Error | null, unknown]> | null> };
   on?(event: string, listener: (...args: unknown[]) => void): unknown;
   off?(event: string, listener: (...args: unknown[]) => void): unknown;
+}
+
+/** Writes wait for this many replicas to acknowledge them (Redis `WAIT`), for at most `timeoutMs`. */
+export interface ReplicaWait {
+  replicas: number;
+  timeoutMs: number;
+}
+
+/** A write was applied on the master, but too few replicas acknowledged it in time: a failover may lose it. */
+export class TooFewReplicas extends Error {
+  constructor(wait: ReplicaWait, acknowledged: number | undefined, cause?: unknown) {
+    super(
+      acknowledged === undefined
+        ? `the write was sent, but waiting for ${wait.replicas} replica(s) to acknowledge it failed`
+        : `the write was applied on the master, but only ${acknowledged} of ${wait.replicas} replica(s) acknowledged it within ${wait.timeoutMs} ms (a failover now could lose it)`,
+      { cause },
+    );
+    this.name = 'TooFewReplicas';
+  }
 }
 
 /** What {@link Connection} knows of one store step, for its errors. */
@@ -150,7 +171,7 @@ export class Connection {
    * command may have reached the server; a reply error of the server (a
    * script error) is passed on as it is.
    */
-  async send(step: Step, command: string, args: Array<string | number>): Promise<unknown> {
+  async send(step: Step, command: string, args: Array<string | number>, wait?: ReplicaWait): Promise<unknown> {
     const { call } = step;
     if (call?.signal.aborted) {
       throw new BackendError(step.operation, new CommandAbandoned(), { mayHaveApplied: false, timedOut: true });
@@ -169,7 +190,7 @@ export class Connection {
     const readyBefore = this.#ready.count;
     let reply: Promise<unknown>;
     try {
-      reply = this.#client.call(command, args);
+      reply = wait ? this.#callWaited(command, args, wait) : this.#client.call(command, args);
     } catch (error) {
       if (queued) this.#ready.release();
       throw this.#failure(step, error, queued);
@@ -192,6 +213,29 @@ export class Connection {
     } finally {
       if (queued) this.#ready.release();
     }
+  }
+
+  /**
+   * The command, then WAIT on the same connection: its reply once at least
+   * `wait.replicas` replicas have acknowledged it (and every earlier write of
+   * that connection), else a {@link TooFewReplicas} failure.
+   */
+  async #callWaited(command: string, args: Array<string | number>, wait: ReplicaWait): Promise<unknown> {
+    const pipeline = this.#client.pipeline;
+    if (pipeline === undefined)
+      throw new Error('waitForReplicas needs a client with pipeline() (an ioredis Redis or Cluster)');
+    const replies = await pipeline
+      .call(this.#client, [
+        [command, ...args],
+        ['wait', wait.replicas, wait.timeoutMs],
+      ])
+      .exec();
+    if (replies === null) throw new Error('the pipeline was discarded');
+    const [[commandError, reply] = [null, undefined], [waitError, acknowledged] = [null, 0]] = replies;
+    if (commandError) throw commandError;
+    if (waitError) throw new TooFewReplicas(wait, undefined, waitError);
+    if (Number(acknowledged) < wait.replicas) throw new TooFewReplicas(wait, Number(acknowledged));
+    return reply;
   }
 
   /** A client-side failure as a BackendError, with the last connection error of our own client. */

@@ -1,18 +1,22 @@
 /**
  * @adk-state/adapter-redis: session state for `@google/adk` in Redis or
- * Redis Cluster, on `ioredis`. Every operation is one server-side script:
- * one round trip, atomic.
+ * Redis Cluster, on `ioredis`. On one server every operation is one
+ * server-side script: one round trip, atomic. On a Cluster, `app:` keys of an
+ * app spread over several slots travel through an outbox (see `outbox.ts`).
  */
 import { InvalidArgumentError, StateSessionService, type StateSessionServiceOptions } from '@adk-state/core';
 import { expiryOf } from '@adk-state/core/store';
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
 import * as ioredis from 'ioredis';
-import type { CommandClient } from './connection.js';
+import type { CommandClient, ReplicaWait } from './connection.js';
 import { assertKeyPrefix } from './keys.js';
-import { RedisStore } from './store.js';
+import type { RedisStoreWarning } from './outbox.js';
+import { DEFAULT_DRAIN_MS, RedisStore } from './store.js';
 
+export type { ReplicaWait } from './connection.js';
 export { appTag, decodeText, encodeText, sessionKeys, shardOf } from './keys.js';
-export { RedisStore, SCRIPT_SHAS } from './store.js';
+export type { RedisStoreWarning } from './outbox.js';
+export { DEFAULT_DRAIN_MS, RedisLayoutError, RedisStore, SCRIPT_SHAS } from './store.js';
 
 /**
  * The Redis class. At run time `default` is the class in every ioredis 5.x and
@@ -32,11 +36,11 @@ export const DEFAULT_KEY_PREFIX = 'adk-state:';
 export const MAX_SESSION_TTL_SECONDS = 2 ** 31 - 1;
 
 /**
- * How many hash slots the users of one app are spread over when `shards` is
- * not given. With 256, one app's users land on a three-master cluster within
- * a few percent of a third each (the shards' slots are spread as 256 random
- * draws; see the README), while listing an app's sessions still reads every
- * shard's index in one script on a single server.
+ * How many hash slots the users of one app are spread over on a `Cluster`
+ * client when `shards` is not given. With 256, one app's users land on a
+ * three-master cluster within a few percent of a third each (the shards'
+ * slots are spread as 256 random draws; see the README). A single-server
+ * client keeps an app in one slot (`shards: 1`) unless told otherwise.
  */
 export const DEFAULT_SHARDS = 256;
 
@@ -126,18 +130,57 @@ export interface RedisLayoutOptions {
   /**
    * How many hash slots the users of one app are spread over: the keys of a
    * user live under the tag `{<app>#<k>}`, k = FNV-1a(userId) mod `shards`,
-   * and the app bucket under `{<app>}`. `1` puts the whole app in one slot
-   * (every write one atomic script). An integer from 1 to {@link MAX_SHARDS};
-   * default {@link DEFAULT_SHARDS}. Part of the key layout: every service on
-   * the same keys must use the same value.
+   * and the app bucket under `{<app>}`. `1` puts the whole app in one slot.
+   * An integer from 1 to {@link MAX_SHARDS}; default {@link DEFAULT_SHARDS}
+   * with a `Cluster` client, 1 with a single-server client. Part of the key
+   * layout: the first service to use a key prefix records its value there,
+   * and a service with another value fails every call with
+   * {@link RedisLayoutError} instead of reading other keys than the data's.
    */
   shards?: number;
+  /**
+   * Keep every script within one hash slot even though the client is not a
+   * `Cluster`: for a server behind one address that enforces hash slots (some
+   * proxies do). With `shards` > 1, `app:` keys then travel through the
+   * outbox as on a Cluster. Default: true for a `Cluster` client, else false
+   * (on one server every operation is one script, whatever `shards` is).
+   */
+  clusterProtocol?: boolean;
+  /**
+   * Every write waits until this many replicas have acknowledged it (Redis
+   * `WAIT`, sent after the write on the same connection), for at most
+   * `timeoutMs`; when fewer did, the call fails with a `BackendError` whose
+   * `mayHaveApplied` is true (it was applied on the master, and a failover
+   * now could lose it). Default: none (a write is acknowledged once the
+   * master has it).
+   */
+  waitForReplicas?: ReplicaWait;
+  /**
+   * With the outbox protocol: the least time between two drains of an app's
+   * outboxes, in milliseconds, which bounds how long an `app:` write whose
+   * writer died between its two steps stays invisible (see the README).
+   * Default {@link DEFAULT_DRAIN_MS}; `Infinity` for no drains (such a write
+   * then waits for the next write to its shard, or a read of a session there).
+   */
+  drainIntervalMs?: number;
+  /**
+   * Called when the store repairs a disagreement between an app's slots (after
+   * a failover that lost writes) or a background drain fails. Default:
+   * `process.emitWarning`. Never called for a failure a call reports itself.
+   */
+  onWarning?: (warning: RedisStoreWarning) => void;
 }
 
 /** A drop-in `sessionService` for the `@google/adk` Runner that keeps sessions in Redis. */
 export class RedisSessionService extends StateSessionService {
   /** The client the service talks to (its own when it was made from `url`). */
   readonly client: Redis | Cluster;
+  /**
+   * How `app:` keys are written: `direct` (every operation one script: one
+   * server, or an app kept in one slot) or `outbox` (a Cluster, or
+   * `clusterProtocol`, with the app spread over several slots).
+   */
+  readonly protocol: 'direct' | 'outbox';
 
   constructor(options: RedisSessionServiceOptions) {
     if (typeof options !== 'object' || options === null) {
@@ -150,7 +193,11 @@ export class RedisSessionService extends StateSessionService {
       keyPrefix = DEFAULT_KEY_PREFIX,
       expireAfterIdleSeconds,
       expireAfterCreateSeconds,
-      shards = DEFAULT_SHARDS,
+      shards: shardsOption,
+      clusterProtocol,
+      waitForReplicas,
+      drainIntervalMs = DEFAULT_DRAIN_MS,
+      onWarning,
       ...serviceOptions
     } = options;
     if ((client === undefined) === (url === undefined)) {
@@ -170,10 +217,25 @@ export class RedisSessionService extends StateSessionService {
     }
     assertKeyPrefix(keyPrefix);
     const expiry = expiryOf({ expireAfterIdleSeconds, expireAfterCreateSeconds }, { max: MAX_SESSION_TTL_SECONDS });
+    const shards = shardsOption ?? ((client as { isCluster?: boolean } | undefined)?.isCluster ? DEFAULT_SHARDS : 1);
     if (typeof shards !== 'number' || !Number.isInteger(shards) || shards < 1 || shards > MAX_SHARDS) {
       throw new InvalidArgumentError('shards', `must be an integer from 1 to ${MAX_SHARDS}, got ${String(shards)}`);
     }
+    if (clusterProtocol !== undefined && typeof clusterProtocol !== 'boolean') {
+      throw new InvalidArgumentError('clusterProtocol', `must be a boolean, got ${String(clusterProtocol)}`);
+    }
+    checkReplicaWait(waitForReplicas);
+    if (typeof drainIntervalMs !== 'number' || Number.isNaN(drainIntervalMs) || drainIntervalMs < 0) {
+      throw new InvalidArgumentError(
+        'drainIntervalMs',
+        `must be a number >= 0 (Infinity: never), got ${String(drainIntervalMs)}`,
+      );
+    }
+    if (onWarning !== undefined && typeof onWarning !== 'function') {
+      throw new InvalidArgumentError('onWarning', 'must be a function');
+    }
     let made: Redis | undefined;
+    let store: RedisStore;
     if (client === undefined) {
       made = new RedisClass(url as string, { ...URL_CLIENT_DEFAULTS, ...clientOptions });
       // Without a listener, ioredis prints "[ioredis] Unhandled error event" for every failed attempt.
@@ -182,10 +244,14 @@ export class RedisSessionService extends StateSessionService {
     const redis = client ?? (made as Redis);
     try {
       assertKeyPrefix(redis.options?.keyPrefix ?? '', 'client keyPrefix');
-      const store = new RedisStore(redis as unknown as CommandClient, {
+      store = new RedisStore(redis as unknown as CommandClient, {
         keyPrefix,
         ...(expiry ? { expiry: { clock: expiry.clock, ms: Math.max(1, Math.ceil(expiry.seconds * 1000)) } } : {}),
         shards,
+        drainMs: drainIntervalMs,
+        ...(clusterProtocol === undefined ? {} : { clusterProtocol }),
+        ...(waitForReplicas ? { waitForReplicas: { ...waitForReplicas } } : {}),
+        ...(onWarning ? { onWarning } : {}),
         ...(made ? { ownsClient: true, release: () => quit(made) } : {}),
       });
       super(store, serviceOptions);
@@ -195,6 +261,22 @@ export class RedisSessionService extends StateSessionService {
       throw error;
     }
     this.client = redis;
+    this.protocol = store.protocol;
+  }
+}
+
+/** Checks the `waitForReplicas` option: at least one replica, and a finite wait (WAIT 0 would wait for ever). */
+function checkReplicaWait(wait: unknown): asserts wait is ReplicaWait | undefined {
+  if (wait === undefined) return;
+  const { replicas, timeoutMs } = (typeof wait === 'object' && wait !== null ? wait : {}) as Partial<ReplicaWait>;
+  if (typeof replicas !== 'number' || !Number.isInteger(replicas) || replicas < 1) {
+    throw new InvalidArgumentError('waitForReplicas.replicas', `must be an integer >= 1, got ${String(replicas)}`);
+  }
+  if (typeof timeoutMs !== 'number' || !Number.isInteger(timeoutMs) || timeoutMs < 1) {
+    throw new InvalidArgumentError(
+      'waitForReplicas.timeoutMs',
+      `must be an integer >= 1 (milliseconds), got ${String(timeoutMs)}`,
+    );
   }
 }
 

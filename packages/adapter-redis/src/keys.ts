@@ -21,13 +21,77 @@ import { InvalidArgumentError } from '@adk-state/core';
 export const SEPARATOR = '\u0000';
 
 /**
- * Session hash fields that hold metadata: the revision, the lastUpdateTime
- * and (written by the scripts only) `\0n`, the event count, and `\0c`, the
- * first revision (which tells incarnations of one session id apart). State fields are
- * encoded, so they never start with U+0000.
+ * The last part of every key of the layout, after its base
+ * (`<prefix>{<tag>}:` or `<prefix>{<tag>#<k>}:`), and the parts that follow
+ * it. The scripts build keys from a shard's base with the same letters
+ * (written into their Lua from here).
  */
-export const REVISION_FIELD = '\u0000r';
-export const UPDATED_FIELD = '\u0000t';
+export const PART = {
+  /** Hash: a session's head fields ({@link FIELD}) and its state. `s:<user>\0<session>` */
+  session: 's',
+  /** List: a session's event log. `e:<user>\0<session>` */
+  events: 'e',
+  /** Hash: event id to its position in the log. `i:<user>\0<session>` */
+  eventIds: 'i',
+  /** Hash: the user bucket. `u:<user>` */
+  userState: 'u',
+  /** Sorted set: a user's sessions by lastUpdateTime. `m:<user>` */
+  userIndex: 'm',
+  /** Sorted set: a shard's sessions by lastUpdateTime. `l` */
+  shardIndex: 'l',
+  /** Sorted set: a shard's sessions with a time to live, by expiry time. `x` */
+  expiry: 'x',
+  /** Hash: a shard's outbox of `app:` deltas on their way to the app slot (cluster protocol). `o` */
+  outbox: 'o',
+  /** Hash (app slot): the app bucket. `a` */
+  appState: 'a',
+  /** Hash (app slot): per shard, the outbox position applied up to; the last drain time. `w` */
+  marks: 'w',
+} as const;
+
+/**
+ * Fields that are not state. Every one starts with U+0000, and encoded state
+ * keys never do.
+ */
+export const FIELD = {
+  /** Session hash: the revision. */
+  revision: '\u0000r',
+  /** Session hash: lastUpdateTime (ms). */
+  updated: '\u0000t',
+  /** Session hash: the number of events in the log. */
+  count: '\u0000n',
+  /** Session hash: the revision the session was created with. */
+  first: '\u0000c',
+  /** Outbox: the last position given to an entry (microseconds of the shard's clock, or one more than the last). */
+  last: '\u0000q',
+  /** Outbox: the highest position known applied to the app slot. */
+  known: '\u0000s',
+  /** Outbox: every entry at or below this position has been removed. */
+  floor: '\u0000f',
+  /** Marks (app slot): the server time (ms) the last drain of the app's outboxes began. */
+  drained: '\u0000d',
+  /** Layout record: the number of shards. */
+  shards: 'shards',
+} as const;
+
+export const REVISION_FIELD = FIELD.revision;
+export const UPDATED_FIELD = FIELD.updated;
+
+/** `text` as a Lua string literal (U+0000 as a decimal escape), for writing layout names into scripts. */
+export function luaString(text: string): string {
+  let out = "'";
+  for (const char of text) {
+    if (char === '\u0000') out += '\\000';
+    else if (char === "'" || char === '\\') out += `\\${char}`;
+    else out += char;
+  }
+  return `${out}'`;
+}
+
+/** The key that records the layout (`shards`) of every app under `prefix`: brace-free, so no app key can equal it. */
+export function layoutKey(prefix: string): string {
+  return `${prefix}layout`;
+}
 
 // biome-ignore lint/suspicious/noControlCharactersInRegex: U+0000 and U+0001 are code units the encoding escapes.
 const NEEDS_ENCODING = /[\u0000\u0001\uD800-\uFFFF]/;
@@ -116,26 +180,27 @@ export function assertKeyPrefix(prefix: unknown, argument = 'keyPrefix'): assert
   }
 }
 
-/**
- * The keys of an app's own slot, `<prefix>{<tag>}:`: the app bucket and the
- * watermarks of the app deltas applied to it.
- */
+/** The keys of an app's own slot, `<prefix>{<tag>}:`. */
 export interface AppKeys {
   /** `<prefix>{<tag>}:` */
   base: string;
   /** Hash: the app bucket. */
   appState: string;
-  /** Hash: per session (`user \0 session`), `<first revision>:<revision>` of the last app delta applied. */
-  watermarks: string;
+  /** Hash: per shard, the outbox position applied up to (cluster protocol). */
+  marks: string;
 }
 
 /** The keys of one shard of an app, `<prefix>{<tag>#<k>}:` (`<prefix>{<tag>}:` with one shard). */
 export interface ShardKeys {
   base: string;
+  /** The shard's number, 0 to shards - 1. */
+  shard: number;
   /** Sorted set of the shard's sessions: member `session \0 user`, score lastUpdateTime. */
   shardIndex: string;
   /** Sorted set of the shard's sessions with a time to live: member `user \0 session`, score expiry (ms). */
   expiry: string;
+  /** Hash: the shard's outbox of app deltas (cluster protocol). */
+  outbox: string;
 }
 
 /** The keys of one user of an app (all in the user's shard). */
@@ -158,9 +223,7 @@ export interface SessionKeys extends UserKeys {
   events: string;
   /** Hash: event id to its position in the log. */
   eventIds: string;
-  /** Hash: revision to the app delta of that write, until it is known applied to the app slot. */
-  pending: string;
-  /** `user \0 session`: the expiry member and the watermark field. */
+  /** `user \0 session`: the expiry member. */
   pair: string;
   appMember: string;
   userMember: string;
@@ -169,14 +232,14 @@ export interface SessionKeys extends UserKeys {
 
 export function appKeys(prefix: string, appName: string): AppKeys {
   const base = `${prefix}{${appTag(appName)}}:`;
-  return { base, appState: `${base}a`, watermarks: `${base}w` };
+  return { base, appState: base + PART.appState, marks: base + PART.marks };
 }
 
 /** The keys of shard `shard` of `shards`. */
 export function shardKeys(prefix: string, appName: string, shard: number, shards: number): ShardKeys {
   const tag = appTag(appName);
   const base = shards === 1 ? `${prefix}{${tag}}:` : `${prefix}{${tag}#${shard}}:`;
-  return { base, shardIndex: `${base}l`, expiry: `${base}x` };
+  return { base, shard, shardIndex: base + PART.shardIndex, expiry: base + PART.expiry, outbox: base + PART.outbox };
 }
 
 export function userKeys(prefix: string, appName: string, userId: string, shards = 1): UserKeys {
@@ -188,8 +251,8 @@ export function userKeys(prefix: string, appName: string, userId: string, shards
     app: appKeys(prefix, appName),
     sameSlot: shards === 1,
     encodedUser,
-    userState: `${base}u:${encodedUser}`,
-    userIndex: `${base}m:${encodedUser}`,
+    userState: `${base}${PART.userState}:${encodedUser}`,
+    userIndex: `${base}${PART.userIndex}:${encodedUser}`,
   };
 }
 
@@ -206,10 +269,9 @@ export function sessionKeys(
   const pair = encodedUser + SEPARATOR + encodedSession;
   return {
     ...user,
-    session: `${base}s:${pair}`,
-    events: `${base}e:${pair}`,
-    eventIds: `${base}i:${pair}`,
-    pending: `${base}p:${pair}`,
+    session: `${base}${PART.session}:${pair}`,
+    events: `${base}${PART.events}:${pair}`,
+    eventIds: `${base}${PART.eventIds}:${pair}`,
     pair,
     appMember: encodedSession + SEPARATOR + encodedUser,
     userMember: encodedSession,

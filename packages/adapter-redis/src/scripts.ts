@@ -1,26 +1,33 @@
 /**
- * The server-side scripts: each store operation is one EVALSHA, so it costs
- * one round trip and runs atomically on the server. A script is sent in full
- * (EVAL) only when the server answers NOSCRIPT (first use, restart, failover,
- * SCRIPT FLUSH); EVAL also caches it for the next EVALSHA.
+ * The server-side scripts. Each runs atomically on the node that owns its
+ * first key, as one EVALSHA (sent in full, EVAL, only when the server answers
+ * NOSCRIPT: first use, restart, failover, SCRIPT FLUSH).
  *
- * Conventions shared with `store.ts`:
+ * Two protocols share the scripts (see `store.ts` for which one a store uses):
+ * - direct: every key of an operation in one script, the app bucket
+ *   included (one server, or an app kept in one slot). Every operation is one
+ *   script and one round trip.
+ * - outbox (a Redis Cluster with the app spread over several slots): a write
+ *   puts its `app:` delta into its shard's outbox in the same script as its
+ *   event, and the app slot applies outbox entries in order of their
+ *   position (see `outbox.ts`).
+ *
+ * Conventions shared with `store.ts` and `outbox.ts`:
  * - Every script declares its keys and fixed arguments by name, in order, in
  *   TypeScript ({@link define}). Its Lua reads them as `KEYS.<name>` and
  *   `ARGV.<name>`, which become `KEYS[n]`/`ARGV[n]` when the module loads
  *   (an unknown name fails then), and the store builds the argument list from
  *   the same table ({@link keyList}, {@link argList}); `ARGV_REST` is the
  *   position of the first argument after the fixed ones.
- * - Keys are all in one hash slot (a user's shard, or the app's own slot);
- *   keys that depend on index members (listing, expiry) are built from the
- *   shard's base key, which is a shard key minus its last character. On a
- *   single server, the listing's first and second steps take the keys of
- *   every shard at once.
+ * - Key parts and fields come from `keys.ts` ({@link PART}, {@link FIELD}),
+ *   written into the Lua when the module loads. Keys that depend on index
+ *   members (listing, expiry) are built from the shard's base key.
  * - Hash field/value pairs follow the fixed arguments, grouped by bucket.
  * - Scripts return tables, integers and strings only (never booleans, whose
  *   RESP3 form differs from RESP2).
  */
 import { createHash } from 'node:crypto';
+import { FIELD, luaString, PART } from './keys.js';
 
 /** A script with its SHA1 and the names of its keys and fixed arguments, in order. */
 export interface Script<K extends string = string, A extends string = string> {
@@ -79,16 +86,110 @@ export function argList<A extends string>(
   return [...target.args.map((name) => named[name]), ...rest];
 }
 
-/** The server's clock in milliseconds. */
+/** Layout names as Lua literals. */
+const F = Object.fromEntries(Object.entries(FIELD).map(([name, text]) => [name, luaString(text)])) as Record<
+  keyof typeof FIELD,
+  string
+>;
+const P = Object.fromEntries(Object.entries(PART).map(([name, text]) => [name, luaString(text)])) as Record<
+  keyof typeof PART,
+  string
+>;
+
+/** The server's clock in milliseconds and microseconds. */
 const NOW = `
 local function now_ms()
   local now = redis.call('TIME')
   return tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
 end
+local function now_us()
+  local now = redis.call('TIME')
+  return tonumber(now[1]) * 1000000 + tonumber(now[2])
+end
 `;
 
-/** Shared Lua helpers of the scripts that write buckets; they take keys as parameters, never from KEYS. */
-const HELPERS = `${NOW}
+/** How long (microseconds) an outbox entry known applied is kept, so a reader that read the app slot just before can still lay it over. */
+export const OUTBOX_KEEP_US = 2_000_000;
+
+/**
+ * The shard side of the outbox (see `outbox.ts`). Positions are numbers
+ * below 2^53 kept as decimal text: the shard's clock in microseconds, or one
+ * more than the last position given, whichever is higher.
+ */
+const OUTBOX = `
+-- Adds an entry (the delta as JSON text) and returns its position.
+local function outbox_add(outbox, delta)
+  local last = tonumber(redis.call('HGET', outbox, ${F.last}) or '0')
+  local at = string.format('%.0f', math.max(now_us(), last + 1))
+  redis.call('HSET', outbox, ${F.last}, at, at, delta)
+  return at
+end
+
+-- Records that the app slot has applied the entries up to 'ack' (text, '' for
+-- nothing new) and removes the entries known applied that are older than the
+-- keep time. Returns the outbox as a flat HGETALL reply.
+local function outbox_ack(outbox, ack)
+  local flat = redis.call('HGETALL', outbox)
+  local known, floor = -1, -1
+  for at = 1, #flat, 2 do
+    if flat[at] == ${F.known} then known = tonumber(flat[at + 1])
+    elseif flat[at] == ${F.floor} then floor = tonumber(flat[at + 1]) end
+  end
+  if ack ~= '' and tonumber(ack) > known then
+    known = tonumber(ack)
+    redis.call('HSET', outbox, ${F.known}, ack)
+  end
+  if known < 0 then return flat end
+  local cut = math.min(known, now_us() - ${OUTBOX_KEEP_US})
+  if cut <= floor then return flat end
+  local gone, kept = {}, {}
+  for at = 1, #flat, 2 do
+    local field = flat[at]
+    if string.byte(field) ~= 0 and tonumber(field) <= cut then
+      gone[#gone + 1] = field
+    else
+      kept[#kept + 1] = field
+      kept[#kept + 1] = flat[at + 1]
+    end
+  end
+  if #gone > 0 then
+    for from = 1, #gone, 2000 do redis.call('HDEL', outbox, unpack(gone, from, math.min(#gone, from + 1999))) end
+    local text = string.format('%.0f', cut)
+    redis.call('HSET', outbox, ${F.floor}, text)
+    for at = 1, #kept, 2 do if kept[at] == ${F.floor} then kept[at + 1] = text end end
+    if floor < 0 then kept[#kept + 1] = ${F.floor} kept[#kept + 1] = text end
+  end
+  return kept
+end
+
+-- What a reader or an applier needs of the outbox: { last, floor, { position, delta, ... } }
+-- with every entry above floor (all present). floor is the highest position known applied,
+-- or 'from' when lower (a reader whose app read is older), never below the removed ones.
+local function outbox_view(flat, from)
+  local last, known, floor = '0', '-1', '-1'
+  for at = 1, #flat, 2 do
+    local field = flat[at]
+    if field == ${F.last} then last = flat[at + 1]
+    elseif field == ${F.known} then known = flat[at + 1]
+    elseif field == ${F.floor} then floor = flat[at + 1] end
+  end
+  local cut = tonumber(known)
+  if from ~= '' and tonumber(from) < cut then cut = tonumber(from) end
+  if tonumber(floor) > cut then cut = tonumber(floor) end
+  local entries = {}
+  for at = 1, #flat, 2 do
+    local field = flat[at]
+    if string.byte(field) ~= 0 and tonumber(field) > cut then
+      entries[#entries + 1] = field
+      entries[#entries + 1] = flat[at + 1]
+    end
+  end
+  return { last, string.format('%.0f', cut), entries }
+end
+`;
+
+/** Shared Lua helpers of the scripts that write sessions; they take keys as parameters, never from KEYS. */
+const HELPERS = `${NOW}${OUTBOX}
 local function hset_pairs(key, head, from, count)
   local last = from + 2 * count - 1
   if head then
@@ -116,72 +217,38 @@ local function expiry_time(ttl, clock, session, new)
   return string.format('%.0f', at)
 end
 
-local function expire_session(session, events, event_ids, pending, expiry, at, member)
+local function expire_session(session, events, event_ids, expiry, at, member)
   redis.call('PEXPIREAT', session, at)
   if redis.call('EXISTS', events) == 1 then
     redis.call('PEXPIREAT', events, at)
     redis.call('PEXPIREAT', event_ids, at)
   end
-  if redis.call('EXISTS', pending) == 1 then redis.call('PEXPIREAT', pending, at) end
   redis.call('ZADD', expiry, at, member)
 end
 
--- The app pairs of this write: straight into the app bucket (app_state, when
--- it shares the slot), or recorded as pending under the new revision (the
--- app has its own slot, app_state is nil).
-local function app_pairs(from, count, app_state, pending, revision, session)
-  if count == 0 then return end
-  if app_state then
-    hset_pairs(app_state, nil, from, count)
-  else
-    local list = {}
-    for at = from, from + 2 * count - 1 do list[#list + 1] = ARGV[at] end
-    redis.call('HSET', pending, revision, cjson.encode(list))
-    redis.call('HSET', session, '\\0a', '1')
+-- The app delta of a write. Direct ('d'): its pairs (after 'from') go into
+-- the app bucket, KEYS.app. Outbox ('o'): its JSON text, ARGV.appDelta, goes
+-- into the shard's outbox, KEYS.app, after the acknowledgement ARGV.ack is
+-- recorded; returns the outbox view an applier needs (nil when nothing to apply).
+local function app_write(from, count)
+  if ARGV.mode == 'd' then
+    if count > 0 then hset_pairs(KEYS.app, nil, from, count) end
+    return nil
   end
-end
-
--- Forgets the pending app deltas up to revision 'upto' (known applied), and
--- returns those left, { revision, delta, ... } (empty when none). The session
--- hash keeps the highest revision forgotten ('\0k'): a reader that saw the app
--- bucket before a delta was applied can tell it will not find that delta here.
-local function pending_left(pending, upto, session)
-  local left = redis.call('HGETALL', pending)
-  if #left == 0 or upto == '' then return left end
-  local limit = tonumber(upto)
-  local kept = {}
-  local forgot = false
-  for at = 1, #left, 2 do
-    if tonumber(left[at]) <= limit then
-      redis.call('HDEL', pending, left[at])
-      forgot = true
-    else
-      kept[#kept + 1] = left[at]
-      kept[#kept + 1] = left[at + 1]
-    end
+  if ARGV.appDelta == '' then
+    if ARGV.ack ~= '' then outbox_ack(KEYS.app, ARGV.ack) end
+    return nil
   end
-  if forgot and limit > tonumber(redis.call('HGET', session, '\0k') or '-1') then
-    redis.call('HSET', session, '\0k', upto)
-  end
-  return kept
+  outbox_add(KEYS.app, ARGV.appDelta)
+  return outbox_view(outbox_ack(KEYS.app, ARGV.ack), '')
 end
 `;
 
-/** The keys of createSession, importSession and appendEvent: the user's shard, and the app bucket only when it shares the slot. */
-const WRITE_KEYS = [
-  'session',
-  'events',
-  'eventIds',
-  'userState',
-  'shardIndex',
-  'userIndex',
-  'expiry',
-  'pending',
-  'appState',
-] as const;
+/** The keys of createSession, importSession and appendEvent: the user's shard, then the app bucket (direct) or the shard's outbox. */
+const WRITE_KEYS = ['session', 'events', 'eventIds', 'userState', 'shardIndex', 'userIndex', 'expiry', 'app'] as const;
 
-/** What a write says of expiry and of the listing indexes, after its own arguments. */
-const WRITE_TAIL = ['ttlMs', 'clock', 'appMember', 'userMember', 'expiryMember'] as const;
+/** What a write says of expiry, the listing indexes and its app delta, after its own arguments. */
+const WRITE_TAIL = ['ttlMs', 'clock', 'appMember', 'userMember', 'expiryMember', 'mode', 'appDelta', 'ack'] as const;
 
 /** The fixed arguments createSession and importSession share: the listed time, revision, bucket sizes, then {@link WRITE_TAIL}. */
 const NEW_SESSION_ARGS = ['updateTime', 'revision', 'nSession', 'nUser', 'nApp', ...WRITE_TAIL] as const;
@@ -189,17 +256,18 @@ const NEW_SESSION_ARGS = ['updateTime', 'revision', 'nSession', 'nUser', 'nApp',
 /**
  * The start and the end of a new session, shared by createSession and
  * importSession: start_session clears what a deleted session of the key
- * left, writes the head (given) and the session and user pairs, and the app
- * pairs; it returns where the app pairs begin. index_session adds the
+ * left, writes the head (given), the session and user pairs and the app
+ * delta; it returns where the arguments after the pairs begin, and the
+ * outbox view when there is an app delta to apply. index_session adds the
  * session to the app's and the user's listing and sets or clears its expiry.
  */
 const NEW_SESSION = `${HELPERS}
 local function start_session(head)
-  redis.call('DEL', KEYS.events, KEYS.eventIds, KEYS.pending)
+  redis.call('DEL', KEYS.events, KEYS.eventIds)
   local next = hset_pairs(KEYS.session, head, ARGV_REST, tonumber(ARGV.nSession))
   next = hset_pairs(KEYS.userState, nil, next, tonumber(ARGV.nUser))
-  app_pairs(next, tonumber(ARGV.nApp), KEYS.appState, KEYS.pending, ARGV.revision, KEYS.session)
-  return next
+  local view = app_write(next, tonumber(ARGV.nApp))
+  return next + 2 * tonumber(ARGV.nApp), view
 end
 
 local function index_session()
@@ -207,7 +275,7 @@ local function index_session()
   redis.call('ZADD', KEYS.userIndex, ARGV.updateTime, ARGV.userMember)
   local at = expiry_time(tonumber(ARGV.ttlMs), ARGV.clock, KEYS.session, true)
   if at then
-    expire_session(KEYS.session, KEYS.events, KEYS.eventIds, KEYS.pending, KEYS.expiry, at, ARGV.expiryMember)
+    expire_session(KEYS.session, KEYS.events, KEYS.eventIds, KEYS.expiry, at, ARGV.expiryMember)
   else
     redis.call('ZREM', KEYS.expiry, ARGV.expiryMember)
   end
@@ -217,7 +285,7 @@ end
 /**
  * createSession, with the create time as `updateTime`, then the session,
  * user and app pairs. Returns 0 when the session exists, else
- * { userBucket, appBucket or 0 (other slot), pending app deltas }.
+ * { userBucket, appBucket (direct) or the outbox view (outbox: { last, floor, entries })}.
  */
 export const CREATE = define(
   'create',
@@ -225,11 +293,11 @@ export const CREATE = define(
   NEW_SESSION_ARGS,
   `${NEW_SESSION}
 if redis.call('EXISTS', KEYS.session) == 1 then return 0 end
-start_session({ '\\0r', ARGV.revision, '\\0c', ARGV.revision, '\\0t', ARGV.updateTime, '\\0n', '0' })
+local _, view = start_session({ ${F.revision}, ARGV.revision, ${F.first}, ARGV.revision, ${F.updated}, ARGV.updateTime, ${F.count}, '0' })
 index_session()
-local app = 0
-if KEYS.appState then app = redis.call('HGETALL', KEYS.appState) end
-return { redis.call('HGETALL', KEYS.userState), app, redis.call('HGETALL', KEYS.pending) }
+if ARGV.mode == 'd' then view = redis.call('HGETALL', KEYS.app)
+elseif not view then view = outbox_view(redis.call('HGETALL', KEYS.app), '') end
+return { redis.call('HGETALL', KEYS.userState), view }
 `,
 );
 
@@ -238,7 +306,7 @@ return { redis.call('HGETALL', KEYS.userState), app, redis.call('HGETALL', KEYS.
  * revision and lastUpdateTime (`updateTime`), then every event in order (an
  * id seen twice replaces its earlier entry in place, as an append would).
  * After the pairs: the event count, then per event its entry and id field.
- * Returns 0 when the session exists, else { pending app deltas }.
+ * Returns 0 when the session exists, else 1, or the outbox view when there is an app delta to apply.
  */
 export const IMPORT = define(
   'import',
@@ -246,7 +314,7 @@ export const IMPORT = define(
   NEW_SESSION_ARGS,
   `${NEW_SESSION}
 if redis.call('EXISTS', KEYS.session) == 1 then return 0 end
-local next = start_session({ '\\0r', ARGV.revision, '\\0c', ARGV.revision, '\\0t', ARGV.updateTime }) + 2 * tonumber(ARGV.nApp)
+local next, view = start_session({ ${F.revision}, ARGV.revision, ${F.first}, ARGV.revision, ${F.updated}, ARGV.updateTime })
 local count = 0
 local last = next + 2 * tonumber(ARGV[next]) - 1
 local batch = {}
@@ -263,128 +331,67 @@ for at = next + 1, last, 2 do
   end
 end
 if #batch > 0 then redis.call('RPUSH', KEYS.events, unpack(batch)) end
-redis.call('HSET', KEYS.session, '\\0n', count)
+redis.call('HSET', KEYS.session, ${F.count}, count)
 index_session()
-return { redis.call('HGETALL', KEYS.pending) }
+return view or 1
 `,
 );
 
 /**
  * appendEvent: revision check, event stored or replaced in place, the
- * session and user deltas, the app delta (applied, or recorded as pending),
+ * session and user deltas, the app delta (into the bucket, or the outbox),
  * lastUpdateTime, revision, indexes, expiry; all or nothing.
  * The session hash keeps the event count, so a new event's position is known
  * without asking the log, and HSETNX both tests for the id and records it.
- * `appliedUpTo` is the revision up to which this session's pending app
- * deltas are known applied ('' for none). After the fixed arguments: the
- * session, user and app pairs.
+ * After the fixed arguments: the session, user and app pairs.
  * Returns -1 when the session is missing, the stored revision when stale,
- * 0 when stored and nothing is pending, else { first revision, pending app deltas }.
+ * 0 when stored, or the outbox view when there is an app delta to apply.
  */
 export const APPEND = define(
   'append',
   WRITE_KEYS,
-  [
-    'expectedRevision',
-    'updateTime',
-    'entry',
-    'eventIdField',
-    'nSession',
-    'nUser',
-    'nApp',
-    ...WRITE_TAIL,
-    'appliedUpTo',
-  ] as const,
+  ['expectedRevision', 'updateTime', 'entry', 'eventIdField', 'nSession', 'nUser', 'nApp', ...WRITE_TAIL] as const,
   `${HELPERS}
-local meta = redis.call('HMGET', KEYS.session, '\\0r', '\\0n', '\\0c')
+local meta = redis.call('HMGET', KEYS.session, ${F.revision}, ${F.count})
 local revision = meta[1]
 if not revision then return -1 end
 if revision ~= ARGV.expectedRevision then return tonumber(revision) end
 local count = tonumber(meta[2])
-local new_revision = string.format('%.0f', tonumber(revision) + 1)
-local head = { '\\0r', new_revision, '\\0t', ARGV.updateTime }
+local head = { ${F.revision}, string.format('%.0f', tonumber(revision) + 1), ${F.updated}, ARGV.updateTime }
 if redis.call('HSETNX', KEYS.eventIds, ARGV.eventIdField, count) == 1 then
   redis.call('RPUSH', KEYS.events, ARGV.entry)
-  head[5] = '\\0n'
+  head[5] = ${F.count}
   head[6] = count + 1
 else
   redis.call('LSET', KEYS.events, redis.call('HGET', KEYS.eventIds, ARGV.eventIdField), ARGV.entry)
 end
 local next = hset_pairs(KEYS.session, head, ARGV_REST, tonumber(ARGV.nSession))
 next = hset_pairs(KEYS.userState, nil, next, tonumber(ARGV.nUser))
-local n_app = tonumber(ARGV.nApp)
-app_pairs(next, n_app, KEYS.appState, KEYS.pending, new_revision, KEYS.session)
+local view = app_write(next, tonumber(ARGV.nApp))
 redis.call('ZADD', KEYS.shardIndex, ARGV.updateTime, ARGV.appMember)
 redis.call('ZADD', KEYS.userIndex, ARGV.updateTime, ARGV.userMember)
 local at = expiry_time(tonumber(ARGV.ttlMs), ARGV.clock, KEYS.session, false)
 if at then
-  expire_session(KEYS.session, KEYS.events, KEYS.eventIds, KEYS.pending, KEYS.expiry, at, ARGV.expiryMember)
+  expire_session(KEYS.session, KEYS.events, KEYS.eventIds, KEYS.expiry, at, ARGV.expiryMember)
 end
-if KEYS.appState or (n_app == 0 and ARGV.appliedUpTo == '' and redis.call('EXISTS', KEYS.pending) == 0) then return 0 end
-local left = pending_left(KEYS.pending, ARGV.appliedUpTo, KEYS.session)
-if #left == 0 then return 0 end
-return { meta[3], left }
+return view or 0
 `,
 );
 
 /**
- * Applies pending app deltas of one session to the app bucket, in revision
- * order, each at most once: the watermark of the session (`<first
- * revision>:<revision>` of the last delta applied) skips those already
- * applied. Idempotent, so a roll-forward may repeat it. `pair` names the
- * session in the watermarks; `wantBucket` ('1' | '0') asks for the app
- * bucket back; `forget` ('1') drops the watermark after. After them:
- * revision, delta, ... Returns the app bucket when asked, else 0.
- */
-export const APPLY = define(
-  'applyApp',
-  ['appState', 'watermarks'] as const,
-  ['pair', 'first', 'wantBucket', 'forget'] as const,
-  `
-local mark = redis.call('HGET', KEYS.watermarks, ARGV.pair)
-local first, done = nil, -1
-if mark then
-  local cut = string.find(mark, ':', 1, true)
-  first = string.sub(mark, 1, cut - 1)
-  done = tonumber(string.sub(mark, cut + 1))
-end
-if first ~= ARGV.first then done = -1 end
-local applied = nil
-for at = ARGV_REST, #ARGV, 2 do
-  local revision = tonumber(ARGV[at])
-  if revision > done then
-    local list = cjson.decode(ARGV[at + 1])
-    for from = 1, #list, 2000 do
-      redis.call('HSET', KEYS.appState, unpack(list, from, math.min(#list, from + 1999)))
-    end
-    done = revision
-    applied = ARGV[at]
-  end
-end
-if ARGV.forget == '1' then
-  redis.call('HDEL', KEYS.watermarks, ARGV.pair)
-elseif applied then
-  redis.call('HSET', KEYS.watermarks, ARGV.pair, ARGV.first .. ':' .. applied)
-end
-if ARGV.wantBucket == '1' then return redis.call('HGETALL', KEYS.appState) end
-return 0
-`,
-);
-
-/**
- * getSession: the session hash, the user bucket (and the app bucket when it
- * shares the slot), the filtered tail of the log and the pending app deltas.
- * The afterTimestamp walk goes back from the tail in growing chunks and
- * stops at the first event whose timestamp is <= afterTimestamp (or at the
- * `limit` bound), so it reads O(events returned) entries. Empty arguments
- * mean none. Returns 0 when the session is missing, else
- * { session, user, app or 0, events, pending }.
+ * getSession: the session hash, the user bucket, the app bucket (direct) or
+ * the shard's outbox view from position `from` (outbox), and the filtered
+ * tail of the log. The afterTimestamp walk goes back from the tail in growing
+ * chunks and stops at the first event whose timestamp is <= afterTimestamp
+ * (or at the `limit` bound), so it reads O(events returned) entries. Empty
+ * arguments mean none. Returns 0 when the session is missing, else
+ * { session, user, app bucket or outbox view, events }.
  */
 export const LOAD = define(
   'load',
-  ['session', 'events', 'userState', 'pending', 'appState'] as const,
-  ['afterTimestamp', 'limit', 'appliedUpTo'] as const,
-  `${HELPERS}
+  ['session', 'events', 'userState', 'app'] as const,
+  ['afterTimestamp', 'limit', 'mode', 'from'] as const,
+  `${NOW}${OUTBOX}
 local session = redis.call('HGETALL', KEYS.session)
 if #session == 0 then return 0 end
 local length = redis.call('LLEN', KEYS.events)
@@ -422,14 +429,10 @@ else
     for _, entry in ipairs(chunks[chunk]) do events[#events + 1] = entry end
   end
 end
-local app = 0
-local pending = {}
-if KEYS.appState then
-  app = redis.call('HGETALL', KEYS.appState)
-else
-  pending = pending_left(KEYS.pending, ARGV.appliedUpTo, KEYS.session)
-end
-return { session, redis.call('HGETALL', KEYS.userState), app, events, pending }
+local app
+if ARGV.mode == 'd' then app = redis.call('HGETALL', KEYS.app)
+else app = outbox_view(redis.call('HGETALL', KEYS.app), ARGV.from) end
+return { session, redis.call('HGETALL', KEYS.userState), app, events }
 `,
 );
 
@@ -442,9 +445,9 @@ local function purge_expired(base, expiry, shard_index)
     local cut = string.find(pair, '\\0', 1, true)
     local user = string.sub(pair, 1, cut - 1)
     local session = string.sub(pair, cut + 1)
-    redis.call('DEL', base .. 's:' .. pair, base .. 'e:' .. pair, base .. 'i:' .. pair, base .. 'p:' .. pair)
+    redis.call('DEL', base .. ${P.session} .. ':' .. pair, base .. ${P.events} .. ':' .. pair, base .. ${P.eventIds} .. ':' .. pair)
     redis.call('ZREM', shard_index, session .. '\\0' .. user)
-    redis.call('ZREM', base .. 'm:' .. user, session)
+    redis.call('ZREM', base .. ${P.userIndex} .. ':' .. user, session)
     redis.call('ZREM', expiry, pair)
   end
 end
@@ -475,26 +478,20 @@ end
 `;
 
 /**
- * deleteSession: the session hash, its log, id map and pending app deltas,
- * its index entries. Returns { first revision, pending app deltas } ('' instead
- * of the revision when the session is missing or never recorded an app
- * delta); the caller rolls the deltas forward and drops the watermark.
+ * deleteSession: the session hash, its log and id map, its index entries.
+ * The app deltas of its events stay where they are: applied, or in the
+ * shard's outbox on their way (they belong to the app, not to the session).
  */
 export const DELETE = define(
   'delete',
-  ['session', 'events', 'eventIds', 'shardIndex', 'userIndex', 'expiry', 'pending'] as const,
+  ['session', 'events', 'eventIds', 'shardIndex', 'userIndex', 'expiry'] as const,
   ['appMember', 'userMember', 'expiryMember'] as const,
   `
-local meta = redis.call('HMGET', KEYS.session, '\\0c', '\\0a')
-local first = meta[1]
-local pending = {}
-if meta[2] then pending = redis.call('HGETALL', KEYS.pending) end
-redis.call('DEL', KEYS.session, KEYS.events, KEYS.eventIds, KEYS.pending)
+redis.call('DEL', KEYS.session, KEYS.events, KEYS.eventIds)
 redis.call('ZREM', KEYS.shardIndex, ARGV.appMember)
 redis.call('ZREM', KEYS.userIndex, ARGV.userMember)
 redis.call('ZREM', KEYS.expiry, ARGV.expiryMember)
-if not first or not meta[2] then first = '' end
-return { first, pending }
+return 1
 `,
 );
 
@@ -502,7 +499,7 @@ return { first, pending }
  * listSessions of one user, or of a whole app stored in one slot: a window
  * of `index` ordered by lastUpdateTime, ties by member (the encoded session
  * id, then user id) ascending in both orders, with each session's hash and
- * the user buckets (and the app bucket when it shares the slot).
+ * the user buckets (and the app bucket when `appState` is given).
  * `order` is 'asc' | 'desc', `limit` '' for all, `encodedUser` '' when
  * listing the app. Cost: O(log n + page) per distinct score in the window,
  * never O(all sessions).
@@ -532,10 +529,10 @@ for at = 1, #scored, 2 do
     session = string.sub(member, 1, cut - 1)
     user = string.sub(member, cut + 1)
   end
-  sessions[#sessions + 1] = { member, redis.call('HGETALL', base .. 's:' .. user .. '\\0' .. session) }
+  sessions[#sessions + 1] = { member, redis.call('HGETALL', base .. ${P.session} .. ':' .. user .. '\\0' .. session) }
   if not seen[user] then
     seen[user] = true
-    users[#users + 1] = { user, redis.call('HGETALL', base .. 'u:' .. user) }
+    users[#users + 1] = { user, redis.call('HGETALL', base .. ${P.userState} .. ':' .. user) }
   end
 end
 local app = 0
@@ -592,10 +589,10 @@ for k = 1, #KEYS do
     local cut = string.find(member, '\\0', 1, true)
     local session = string.sub(member, 1, cut - 1)
     local user = string.sub(member, cut + 1)
-    sessions[#sessions + 1] = { member, redis.call('HGETALL', base .. 's:' .. user .. '\\0' .. session) }
+    sessions[#sessions + 1] = { member, redis.call('HGETALL', base .. ${P.session} .. ':' .. user .. '\\0' .. session) }
     if not seen[user] then
       seen[user] = true
-      users[#users + 1] = { user, redis.call('HGETALL', base .. 'u:' .. user) }
+      users[#users + 1] = { user, redis.call('HGETALL', base .. ${P.userState} .. ':' .. user) }
     end
   end
   at = at + count + 1
@@ -609,15 +606,117 @@ return out
 export const READ_BUCKET = define('readBucket', ['bucket'] as const, [], `return redis.call('HGETALL', KEYS.bucket)`);
 
 /**
- * The app bucket and the watermark of one session (`pair`): how far that
- * session's app deltas had been applied when the bucket was read ('' for
- * none). Returns { appBucket, watermark }.
+ * The app slot's side of the outbox, applying: per shard, the entries above
+ * the shard's mark, in order, each delta into the app bucket, then the mark.
+ * A group whose entries are all at or below the mark changes nothing, so an
+ * applier that arrives late, or twice, is harmless. `wantBucket` ('1' | '0')
+ * asks for the bucket back. After the fixed arguments, per shard: its
+ * number, its entry count, then position, delta, ... in ascending order.
+ * Returns { { shard, mark, ... }, bucket or 0 }.
+ */
+export const APPLY = define(
+  'apply',
+  ['appState', 'marks'] as const,
+  ['wantBucket'] as const,
+  `
+local marks = {}
+local at = ARGV_REST
+while at <= #ARGV do
+  local shard = ARGV[at]
+  local count = tonumber(ARGV[at + 1])
+  local mark = redis.call('HGET', KEYS.marks, shard) or '-1'
+  local done = tonumber(mark)
+  local moved = false
+  for entry = at + 2, at + 2 * count, 2 do
+    local position = tonumber(ARGV[entry])
+    if position > done then
+      local list = cjson.decode(ARGV[entry + 1])
+      for from = 1, #list, 2000 do
+        redis.call('HSET', KEYS.appState, unpack(list, from, math.min(#list, from + 1999)))
+      end
+      done = position
+      mark = ARGV[entry]
+      moved = true
+    end
+  end
+  if moved then redis.call('HSET', KEYS.marks, shard, mark) end
+  marks[#marks + 1] = shard
+  marks[#marks + 1] = mark
+  at = at + 2 + 2 * count
+end
+local bucket = 0
+if ARGV.wantBucket == '1' then bucket = redis.call('HGETALL', KEYS.appState) end
+return { marks, bucket }
+`,
+);
+
+/**
+ * Reads the app bucket and one shard's mark ('' for no shard, '-1' when the
+ * shard has none yet). When the last drain of the app's outboxes began at
+ * least `drainMs` ago by the server's clock, the read claims the next one
+ * (its write is allowed to fail: a read must not). Returns { bucket, mark, claimed (0 | 1) }.
  */
 export const READ_APP = define(
   'readApp',
-  ['appState', 'watermarks'] as const,
-  ['pair'] as const,
-  `return { redis.call('HGETALL', KEYS.appState), redis.call('HGET', KEYS.watermarks, ARGV.pair) or '' }`,
+  ['appState', 'marks'] as const,
+  ['shard', 'drainMs'] as const,
+  `${NOW}
+local mark = ''
+if ARGV.shard ~= '' then mark = redis.call('HGET', KEYS.marks, ARGV.shard) or '-1' end
+local claimed = 0
+if ARGV.drainMs ~= '' then
+  local now = now_ms()
+  local last = tonumber(redis.call('HGET', KEYS.marks, ${F.drained}) or '0')
+  if now - last >= tonumber(ARGV.drainMs) then
+    local ok = redis.pcall('HSET', KEYS.marks, ${F.drained}, string.format('%.0f', now))
+    if type(ok) == 'number' then claimed = 1 end
+  end
+end
+return { redis.call('HGETALL', KEYS.appState), mark, claimed }
+`,
+);
+
+/**
+ * One shard's outbox for a drain: records the acknowledgement `ack` ('' for
+ * none), removes what is known applied and old enough, and returns the view
+ * from the highest known-applied position: { last, floor, entries }.
+ */
+export const PEEK = define(
+  'peek',
+  ['outbox'] as const,
+  ['ack'] as const,
+  `${NOW}${OUTBOX}
+return outbox_view(outbox_ack(KEYS.outbox, ARGV.ack), '')
+`,
+);
+
+/** Raises a numeric hash field to `value` when it is lower or missing (a repair); returns the field's value after. */
+export const RAISE = define(
+  'raise',
+  ['hash'] as const,
+  ['field', 'value'] as const,
+  `
+local current = redis.call('HGET', KEYS.hash, ARGV.field)
+if current and tonumber(current) >= tonumber(ARGV.value) then return current end
+redis.call('HSET', KEYS.hash, ARGV.field, ARGV.value)
+return ARGV.value
+`,
+);
+
+/**
+ * The layout of a key prefix: records `shards` when nothing is recorded yet,
+ * and returns what is recorded.
+ */
+export const LAYOUT = define(
+  'layout',
+  ['layout'] as const,
+  ['shards'] as const,
+  `
+local recorded = redis.call('HGET', KEYS.layout, ${F.shards})
+if recorded then return recorded end
+redis.call('HSET', KEYS.layout, ${F.shards}, ARGV.shards)
+return ARGV.shards
+`,
 );
 
 /** Sends one command and resolves with its reply (see `connection.ts`). */

@@ -1,12 +1,19 @@
 /**
  * The Redis store: translates the persistence contract of `@adk-state/core`
- * to one server-side script per operation (see `scripts.ts` for the scripts
- * and `keys.ts` for the key layout). Values, state keys and events are kept
- * as the JSON text core hands over, and handed back unchanged.
+ * to the server-side scripts of `scripts.ts` over the key layout of
+ * `keys.ts`. Values, state keys and events are kept as the JSON text core
+ * hands over, and handed back unchanged.
+ *
+ * On one server (and for an app kept in one slot) every operation is one
+ * script, one round trip: the app bucket is written and read by the same
+ * script as the session ("direct"). On a Redis Cluster with an app spread
+ * over several slots, `app:` deltas travel through the shard's outbox
+ * (`outbox.ts`): a write with `app:` keys, and a session read, are then two
+ * requests.
  */
 
 import { setMaxListeners } from 'node:events';
-import { BackendError } from '@adk-state/core';
+import { InvalidArgumentError } from '@adk-state/core';
 import type {
   AppendInput,
   AppendResult,
@@ -26,12 +33,14 @@ import type {
   StoreCall,
   StoredEvent,
 } from '@adk-state/core/store';
-import { type CommandClient, Connection } from './connection.js';
+import { listAppNames } from './apps.js';
+import { type CommandClient, Connection, type ReplicaWait } from './connection.js';
 import {
   type AppKeys,
   appKeys,
   decodeText,
   encodeText,
+  layoutKey,
   REVISION_FIELD,
   SEPARATOR,
   type SessionKeys,
@@ -41,6 +50,7 @@ import {
   UPDATED_FIELD,
   userKeys,
 } from './keys.js';
+import { layOver, Outbox, type OutboxReply, parseView, type RedisStoreWarning } from './outbox.js';
 import {
   APPEND,
   APPLY,
@@ -50,9 +60,12 @@ import {
   FETCH,
   IMPORT,
   keyList,
+  LAYOUT,
   LIST,
   LIST_SHARDS,
   LOAD,
+  PEEK,
+  RAISE,
   READ_APP,
   READ_BUCKET,
   runScript,
@@ -71,6 +84,9 @@ const scripts: readonly Script[] = [
   FETCH,
   READ_BUCKET,
   READ_APP,
+  PEEK,
+  RAISE,
+  LAYOUT,
 ];
 
 /** What {@link RedisStore} needs besides a client. */
@@ -81,6 +97,18 @@ export interface RedisStoreOptions {
   expiry?: { clock: ExpiryClock; ms: number };
   /** How many slots the users of one app are spread over (1: the whole app in one slot). Default 1. */
   shards?: number;
+  /**
+   * Keep every script within one hash slot (the outbox protocol for `app:`
+   * keys) even on a client that is not a `Cluster`: for a server behind one
+   * address that enforces slots. Default: true for a `Cluster`, else false.
+   */
+  clusterProtocol?: boolean;
+  /** The least time between two drains of an app's outboxes (cluster protocol), in milliseconds. Default 5,000. */
+  drainMs?: number;
+  /** Called with what the store repaired or could not do in the background. Default: `process.emitWarning`. */
+  onWarning?: (warning: RedisStoreWarning) => void;
+  /** Every write waits for this many replicas to acknowledge it (`WAIT`); a shortfall fails the call with `mayHaveApplied: true`. */
+  waitForReplicas?: ReplicaWait;
   /** Called by {@link RedisStore.close}; releases a client the service created itself. */
   release?: () => Promise<void>;
   /**
@@ -97,73 +125,152 @@ export const SCRIPT_SHAS: Readonly<Record<string, string>> = Object.fromEntries(
   scripts.map((entry) => [entry.name, entry.sha]),
 );
 
-/** How many sessions the store remembers as "pending app deltas applied up to revision n", to clear on its next call. */
-const APPLIED_MEMORY = 10_000;
-
-/** How many times getSession reads before it gives up on finding one moment (only under constant writes). */
-const MAX_READ_ATTEMPTS = 8;
+/** The default least time between two drains of an app's outboxes, in milliseconds. */
+export const DEFAULT_DRAIN_MS = 5_000;
 
 /** How many sessions' keys {@link RedisStore} keeps at hand. */
 const KEY_CACHE_SIZE = 1_024;
 
-type Pending = string[];
+/** The data under a key prefix was written with another number of shards than the service was given. */
+export class RedisLayoutError extends InvalidArgumentError {
+  /** The number of shards recorded under the key prefix. */
+  readonly recordedShards: number;
+  /** The number of shards the service was given. */
+  readonly requestedShards: number;
+
+  constructor(prefix: string, recorded: number, requested: number) {
+    super(
+      'shards',
+      `the keys under keyPrefix ${JSON.stringify(prefix)} are laid out for shards: ${recorded}, and this service has shards: ${requested} (with another number it would read and write other keys than the data's); pass shards: ${recorded}`,
+    );
+    this.name = 'RedisLayoutError';
+    this.recordedShards = recorded;
+    this.requestedShards = requested;
+  }
+}
+
+/** The reply of {@link LOAD}: session hash, user bucket, app bucket or outbox view, log entries. */
+type LoadReply = [string[], string[], string[] | OutboxReply, string[]];
 
 export class RedisStore implements SessionStore {
   readonly backend = 'redis';
   readonly #connection: Connection;
+  readonly #client: CommandClient;
+  readonly #wait: ReplicaWait | undefined;
   readonly #prefix: string;
   /** The expiry arguments of every write: `ttlMs` (0 for none) and `clock`. */
   readonly #expiry: { ttlMs: number; clock: ExpiryClock };
   readonly #shards: number;
+  /** True when every operation is one script (one server, or the app in one slot). */
+  readonly #direct: boolean;
+  /** True when a script may only touch one slot (listing an app takes one script per shard). */
+  readonly #slotBound: boolean;
   /** Recently used sessions' keys (insertion order; the oldest goes first when full). */
   readonly #keyCache = new Map<string, SessionKeys>();
-  readonly #cluster: boolean;
   readonly #release: (() => Promise<void>) | undefined;
-  /** Pending hash key -> the revision up to which its app deltas are known applied (this store applied them). */
-  readonly #applied = new Map<string, number>();
+  readonly #outbox: Outbox;
+  /** Settles once the layout record agrees with `shards` (undefined: not checked yet, or the check failed). */
+  #layout: Promise<void> | undefined;
+  #layoutChecked = false;
 
   constructor(client: CommandClient, options: RedisStoreOptions) {
     this.#connection = new Connection(client, options.ownsClient === true);
+    this.#client = client;
+    this.#wait = options.waitForReplicas;
     this.#prefix = options.keyPrefix;
     this.#expiry = { ttlMs: options.expiry?.ms ?? 0, clock: options.expiry?.clock ?? 'idle' };
     this.#shards = options.shards ?? 1;
-    this.#cluster = client.isCluster === true;
+    this.#slotBound = options.clusterProtocol ?? client.isCluster === true;
+    this.#direct = this.#shards === 1 || !this.#slotBound;
     this.#release = options.release;
+    const warn = options.onWarning ?? emitWarning;
+    this.#outbox = new Outbox((...args) => this.#run(...args), {
+      prefix: this.#prefix,
+      shards: this.#shards,
+      drainMs: options.drainMs ?? DEFAULT_DRAIN_MS,
+      warn: (warning) => {
+        try {
+          warn(warning);
+        } catch {
+          // A throwing callback must not break the call that noticed.
+        }
+      },
+    });
+  }
+
+  /** `direct` (one script per operation) or `outbox` (app: deltas through the shards' outboxes). */
+  get protocol(): 'direct' | 'outbox' {
+    return this.#direct ? 'direct' : 'outbox';
+  }
+
+  /**
+   * Applies what every outbox of the app holds now (cluster protocol; a
+   * no-op otherwise). Drains also run by themselves (see `outbox.ts`).
+   */
+  async drainApp(appName: string): Promise<void> {
+    if (!this.#direct) await this.#outbox.drain(appName);
   }
 
   async createSession(input: CreateInput, call?: StoreCall): Promise<CreateResult> {
+    await this.#checkLayout('createSession', call);
     const keys = this.#keys(input.key);
+    const appDelta = input.appDelta;
     const creating = this.#run(
       'createSession',
       true,
       call,
       CREATE,
-      writeKeys(keys),
-      this.#newSessionArguments(keys, input.createTime, input.revision, input.state, input.userDelta, input.appDelta),
+      keyList(CREATE, this.#writeKeys(keys)),
+      this.#newSessionArguments(
+        keys,
+        input.key.appName,
+        input.createTime,
+        input.revision,
+        input.state,
+        input.userDelta,
+        appDelta,
+      ),
     );
-    // With no app delta and the app bucket in a slot of its own, read that bucket at the same time.
+    if (this.#direct) {
+      const reply = await creating;
+      if (!Array.isArray(reply)) return { status: 'exists' };
+      const [user, app] = reply as [string[], string[]];
+      return { status: 'created', userState: toBucket(user), appState: toBucket(app) };
+    }
+    // Outbox: with an app delta, apply it (the bucket comes back); else read the app slot at the same time.
     const appRead =
-      keys.sameSlot || input.appDelta.size > 0 ? undefined : this.#readBucket('createSession', call, keys.app.appState);
+      appDelta.size > 0 ? undefined : this.#outbox.readApp('createSession', call, input.key.appName, keys.shard);
     appRead?.catch(() => {});
-    const reply = await creating;
-    if (!Array.isArray(reply)) return { status: 'exists' };
-    const [user, app, pending] = reply as [string[], string[] | number, Pending];
-    const appState = Array.isArray(app)
-      ? app
-      : appRead
-        ? ((await appRead) as string[])
-        : await this.#settle('createSession', call, keys, String(input.revision), pending, true);
-    return { status: 'created', userState: toBucket(user), appState: toBucket(appState as string[]) };
+    const reply = await creating.catch(async (error: unknown) => {
+      await appRead?.catch(() => {});
+      throw error;
+    });
+    if (!Array.isArray(reply)) {
+      await appRead?.catch(() => {});
+      return { status: 'exists' };
+    }
+    const [user, outbox] = reply as [string[], OutboxReply];
+    const view = parseView(outbox);
+    let app: string[];
+    if (appRead) {
+      const { bucket, mark } = await appRead;
+      app = layOver(bucket, mark, view);
+    } else {
+      app = await this.#outbox.apply('createSession', call, input.key.appName, keys.shard, view, true);
+    }
+    return { status: 'created', userState: toBucket(user), appState: toBucket(app) };
   }
 
   /** The whole session in one script: record, buckets, every event in order, lastUpdateTime; atomic. */
   async importSession(input: ImportInput, call?: StoreCall): Promise<ImportResult> {
+    await this.#checkLayout('importSession', call);
     const keys = this.#keys(input.key);
     const events: string[] = [String(input.events.length)];
     for (const event of input.events) events.push(encodeEntry(event), encodeText(event.id));
-    const reply = await this.#run('importSession', true, call, IMPORT, writeKeys(keys), [
+    const reply = await this.#run('importSession', true, call, IMPORT, keyList(IMPORT, this.#writeKeys(keys)), [
       ...this.#newSessionArguments(
         keys,
+        input.key.appName,
         input.lastUpdateTime,
         input.revision,
         input.state,
@@ -172,13 +279,22 @@ export class RedisStore implements SessionStore {
       ),
       ...events,
     ]);
-    if (!Array.isArray(reply)) return { status: 'exists' };
-    const [pending] = reply as [Pending];
-    await this.#settle('importSession', call, keys, String(input.revision), pending, false);
+    if (reply === 0 || reply === '0') return { status: 'exists' };
+    if (Array.isArray(reply)) {
+      await this.#outbox.apply(
+        'importSession',
+        call,
+        input.key.appName,
+        keys.shard,
+        parseView(reply as OutboxReply),
+        false,
+      );
+    }
     return { status: 'imported' };
   }
 
   async loadSession(key: SessionKey, filter: EventFilter, call?: StoreCall): Promise<LoadResult | undefined> {
+    await this.#checkLayout('getSession', call);
     const keys = this.#keys(key);
     let after = filter.afterTimestamp;
     let limit = filter.limit;
@@ -192,106 +308,30 @@ export class RedisStore implements SessionStore {
       session: keys.session,
       events: keys.events,
       userState: keys.userState,
-      pending: keys.pending,
-      appState: keys.sameSlot ? keys.app.appState : undefined,
+      app: this.#direct ? keys.app.appState : keys.outbox,
     });
     const bounds = {
       afterTimestamp: after === undefined ? '' : String(after),
       limit: limit === undefined ? '' : String(limit),
+      mode: this.#direct ? 'd' : 'o',
     };
-    const load = async () =>
-      (await this.#run(
-        'getSession',
-        false,
-        call,
-        LOAD,
-        loadKeys,
-        argList(LOAD, { ...bounds, appliedUpTo: this.#takeApplied(keys) }),
-      )) as LoadReply | 0;
-    if (keys.sameSlot) {
-      // One script reads everything, app bucket included: one moment.
-      const reply = await load();
+    const load = async (from: string) =>
+      (await this.#run('getSession', false, call, LOAD, loadKeys, argList(LOAD, { ...bounds, from }))) as LoadReply | 0;
+    if (this.#direct) {
+      const reply = await load('');
       return reply === 0 ? undefined : loaded(key, reply, reply[2] as string[]);
     }
-    // The app bucket has a slot of its own; the app delta of a write lands there in a second step.
-    // A view is of one moment when the app bucket holds exactly this session's deltas up to some
-    // revision w (its watermark) and the pending record still holds every later one up to the
-    // session's revision: those are laid over the bucket. Else it is read again, the app first.
-    for (let attempt = 1; ; attempt++) {
-      const appRead = this.#run(
-        'getSession',
-        false,
-        call,
-        READ_APP,
-        keyList(READ_APP, { appState: keys.app.appState, watermarks: keys.app.watermarks }),
-        argList(READ_APP, { pair: keys.pair }),
-      ) as Promise<[string[], string]>;
-      appRead.catch(() => {});
-      // The first time both go at once (on one server in this order); then the app bucket is read first.
-      if (attempt > 1) await appRead;
-      const reply = await load().catch(async (error: unknown) => {
-        await appRead.catch(() => {});
-        throw error;
-      });
-      if (reply === 0) {
-        await appRead.catch(() => {});
-        return undefined;
-      }
-      const [bucket, watermark] = await appRead;
-      const view = this.#appView(keys, reply, bucket, watermark);
-      if (view.settle.length > 0) {
-        // A write of this session is between its two steps, or died there: roll its app delta forward.
-        await this.#settle('getSession', call, keys, view.first, view.settle, false, false);
-      }
-      if (view.state) return loaded(key, reply, view.state);
-      if (attempt >= MAX_READ_ATTEMPTS) {
-        throw new Error(`could not read a session and its app state at one moment in ${attempt} attempts; try again`);
-      }
-    }
-  }
-
-  /**
-   * The app state a session read shows, from the app bucket and the
-   * session's watermark read beside it: undefined when the two are not of one
-   * moment (the bucket has a delta of this session newer than the session
-   * read, or one the pending record has already forgotten). `settle` holds
-   * the pending deltas the bucket did not have yet.
-   */
-  #appView(
-    keys: SessionKeys,
-    reply: LoadReply,
-    bucket: string[],
-    watermark: string,
-  ): { state: string[] | undefined; first: string; settle: Pending } {
-    const [session, , , , pending] = reply;
-    const first = fieldOf(session, FIRST_FIELD) ?? '';
-    const revision = Number(fieldOf(session, REVISION_FIELD));
-    const forgotten = Number(fieldOf(session, FORGOTTEN_FIELD) ?? -1);
-    const cut = watermark.indexOf(':');
-    const applied = cut > 0 && watermark.slice(0, cut) === first ? Number(watermark.slice(cut + 1)) : -1;
-    const later: Array<[number, string]> = [];
-    for (let index = 0; index < pending.length; index += 2) {
-      const at = Number(pending[index]);
-      if (at > applied) later.push([at, pending[index + 1] as string]);
-    }
-    const settle = later.flat().map(String);
-    if (later.length === 0 && pending.length > 0) this.#remember(keys.pending, applied);
-    if (applied > revision || forgotten > applied) return { state: undefined, first, settle };
-    if (later.length === 0) return { state: bucket, first, settle };
-    const state = new Map<string, string>();
-    for (let index = 0; index < bucket.length; index += 2)
-      state.set(bucket[index] as string, bucket[index + 1] as string);
-    later.sort((a, b) => a[0] - b[0]);
-    for (const [, delta] of later) {
-      const fields = JSON.parse(delta) as string[];
-      for (let index = 0; index < fields.length; index += 2)
-        state.set(fields[index] as string, fields[index + 1] as string);
-    }
-    return { state: [...state].flat(), first, settle };
+    const read = await this.#outbox.read('getSession', call, key.appName, keys, async (from) => {
+      const reply = await load(from);
+      return reply === 0 ? undefined : { result: reply, view: parseView(reply[2] as OutboxReply) };
+    });
+    return read === undefined ? undefined : loaded(key, read.result, read.appState);
   }
 
   async appendEvent(input: AppendInput, call?: StoreCall): Promise<AppendResult> {
+    await this.#checkLayout('appendEvent', call);
     const keys = this.#keys(input.key);
+    const app = this.#appArguments(input.key.appName, keys.shard, input.appDelta);
     const args = argList(
       APPEND,
       {
@@ -301,16 +341,22 @@ export class RedisStore implements SessionStore {
         eventIdField: encodeText(input.event.id),
         nSession: input.sessionDelta.size,
         nUser: input.userDelta.size,
-        nApp: input.appDelta.size,
+        nApp: app.count,
         ...this.#writeTail(keys),
-        appliedUpTo: this.#takeApplied(keys),
+        ...app.tail,
       },
-      [...pairs(input.sessionDelta), ...pairs(input.userDelta), ...pairs(input.appDelta)],
+      [...pairs(input.sessionDelta), ...pairs(input.userDelta), ...app.pairs],
     );
-    const reply = await this.#run('appendEvent', true, call, APPEND, writeKeys(keys), args);
+    const reply = await this.#run('appendEvent', true, call, APPEND, keyList(APPEND, this.#writeKeys(keys)), args);
     if (Array.isArray(reply)) {
-      const [first, pending] = reply as [string, Pending];
-      await this.#settle('appendEvent', call, keys, first, pending, false);
+      await this.#outbox.apply(
+        'appendEvent',
+        call,
+        input.key.appName,
+        keys.shard,
+        parseView(reply as OutboxReply),
+        false,
+      );
       return { status: 'ok' };
     }
     const code = Number(reply);
@@ -320,89 +366,36 @@ export class RedisStore implements SessionStore {
   }
 
   /**
-   * The second step of a write whose app delta went to the pending record
-   * (or of a read that met one): the pending deltas applied to the app slot,
-   * idempotently, in revision order. Once this resolves they are known
-   * applied; the session's next call through this store clears them.
-   * A failure here comes after the first step was applied, so a write
-   * reports that it may have been applied whatever the cause.
+   * How a write passes its app delta: as pairs into the bucket (direct), or
+   * as one JSON text into the outbox with the mark learned for the shard.
    */
-  async #settle(
-    operation: string,
-    call: StoreCall | undefined,
-    keys: SessionKeys,
-    first: string,
-    pending: Pending,
-    wantBucket: boolean,
-    write = true,
-    forget = false,
-  ): Promise<string[]> {
-    if (pending.length === 0) {
-      if (!wantBucket) return [];
-      return (await this.#readBucket(operation, call, keys.app.appState)) as string[];
+  #appArguments(appName: string, shard: number, appDelta: Bucket) {
+    if (this.#direct) {
+      return { count: appDelta.size, pairs: pairs(appDelta), tail: { mode: 'd', appDelta: '', ack: '' } };
     }
-    const ordered: Array<[number, string]> = [];
-    for (let index = 0; index < pending.length; index += 2) {
-      ordered.push([Number(pending[index]), pending[index + 1] as string]);
-    }
-    ordered.sort((a, b) => a[0] - b[0]);
-    const args = argList(
-      APPLY,
-      { pair: keys.pair, first, wantBucket: wantBucket ? '1' : '0', forget: forget ? '1' : '0' },
-      ordered.flatMap(([revision, delta]) => [String(revision), delta]),
-    );
-    try {
-      const reply = await this.#run(
-        operation,
-        true,
-        call,
-        APPLY,
-        keyList(APPLY, { appState: keys.app.appState, watermarks: keys.app.watermarks }),
-        args,
-      );
-      if (!forget) this.#remember(keys.pending, (ordered[ordered.length - 1] as [number, string])[0]);
-      return Array.isArray(reply) ? (reply as string[]) : [];
-    } catch (error) {
-      if (!write && !(error instanceof BackendError)) throw error;
-      const cause = error instanceof BackendError ? error.cause : error;
-      throw new BackendError(operation, cause, {
-        mayHaveApplied: write,
-        timedOut: error instanceof BackendError && error.timedOut,
-      });
-    }
-  }
-
-  #remember(pendingKey: string, revision: number): void {
-    this.#applied.delete(pendingKey);
-    this.#applied.set(pendingKey, revision);
-    if (this.#applied.size > APPLIED_MEMORY) {
-      const oldest = this.#applied.keys().next().value as string;
-      this.#applied.delete(oldest);
-    }
-  }
-
-  /** The revision up to which this session's pending app deltas are known applied ('' for none), forgotten once handed to a script. */
-  #takeApplied(keys: SessionKeys): string {
-    if (keys.sameSlot) return '';
-    const revision = this.#applied.get(keys.pending);
-    if (revision === undefined) return '';
-    this.#applied.delete(keys.pending);
-    return String(revision);
+    const ack = this.#outbox.takeAck(appName, shard);
+    return {
+      count: 0,
+      pairs: [] as string[],
+      tail: { mode: 'o', appDelta: appDelta.size === 0 ? '' : JSON.stringify(pairs(appDelta)), ack },
+    };
   }
 
   /**
    * The arguments the create and import scripts share: the listed time, the
-   * revision, the three bucket sizes, the expiry and index members, then the
-   * field/value pairs of the session, user and app buckets.
+   * revision, the three bucket sizes, the expiry, index members and app
+   * delta, then the field/value pairs of the session, user and app buckets.
    */
   #newSessionArguments(
     keys: SessionKeys,
+    appName: string,
     updateTime: number,
     revision: number,
     session: Bucket,
     user: Bucket,
-    app: Bucket,
+    appDelta: Bucket,
   ): Array<string | number> {
+    const app = this.#appArguments(appName, keys.shard, appDelta);
     return argList(
       CREATE,
       {
@@ -410,10 +403,11 @@ export class RedisStore implements SessionStore {
         revision: String(revision),
         nSession: session.size,
         nUser: user.size,
-        nApp: app.size,
+        nApp: app.count,
         ...this.#writeTail(keys),
+        ...app.tail,
       },
-      [...pairs(session), ...pairs(user), ...pairs(app)],
+      [...pairs(session), ...pairs(user), ...app.pairs],
     );
   }
 
@@ -428,34 +422,19 @@ export class RedisStore implements SessionStore {
     };
   }
 
+  /** The keys of the create, import and append scripts: the app bucket (direct) or the shard's outbox last. */
+  #writeKeys(keys: SessionKeys) {
+    return { ...keys, app: this.#direct ? keys.app.appState : keys.outbox };
+  }
+
   async deleteSession(key: SessionKey, call?: StoreCall): Promise<void> {
+    await this.#checkLayout('deleteSession', call);
     const keys = this.#keys(key);
-    this.#applied.delete(keys.pending);
-    const reply = (await this.#run(
-      'deleteSession',
-      true,
-      call,
-      DELETE,
-      keyList(DELETE, keys),
-      argList(DELETE, keys),
-    )) as [string, Pending];
-    if (keys.sameSlot) return;
-    const [first, pending] = reply;
-    if (first === '') return;
-    // Roll forward what a dead writer left, and drop the session's watermark in the app slot.
-    await this.#settle(
-      'deleteSession',
-      call,
-      keys,
-      first,
-      pending.length > 0 ? pending : ['-1', '[]'],
-      false,
-      true,
-      true,
-    );
+    await this.#run('deleteSession', true, call, DELETE, keyList(DELETE, keys), argList(DELETE, keys));
   }
 
   async listSessions(query: ListQuery, call?: StoreCall): Promise<ListResult> {
+    await this.#checkLayout('listSessions', call);
     const app = appKeys(this.#prefix, query.appName);
     if (query.userId === undefined && this.#shards > 1) return this.#listShards(query, app, call);
     const shard: ShardKeys =
@@ -464,12 +443,11 @@ export class RedisStore implements SessionStore {
         : userKeys(this.#prefix, query.appName, query.userId, this.#shards);
     const user =
       query.userId === undefined ? undefined : userKeys(this.#prefix, query.appName, query.userId, this.#shards);
-    const sameSlot = this.#shards === 1;
     const listKeys = keyList(LIST, {
       index: user ? user.userIndex : shard.shardIndex,
       expiry: shard.expiry,
       shardIndex: shard.shardIndex,
-      appState: sameSlot ? app.appState : undefined,
+      appState: this.#direct ? app.appState : undefined,
     });
     const listing = this.#run(
       'listSessions',
@@ -484,7 +462,7 @@ export class RedisStore implements SessionStore {
         encodedUser: user ? user.encodedUser : '',
       }),
     );
-    const appRead = sameSlot ? undefined : this.#readBucket('listSessions', call, app.appState);
+    const appRead = this.#direct ? undefined : this.#readApp('listSessions', call, query.appName);
     appRead?.catch(() => {});
     const reply = (await listing) as [
       number | string,
@@ -526,10 +504,12 @@ export class RedisStore implements SessionStore {
       shards.push(shardKeys(this.#prefix, query.appName, shard, this.#shards));
     }
     const want = query.limit === undefined ? '' : String(query.offset + query.limit);
-    const groups = this.#cluster ? shards.map((shard) => [shard]) : [shards];
+    const groups = this.#slotBound ? shards.map((shard) => [shard]) : [shards];
     // Each command in flight listens to the call's abort signal: allow one listener per shard.
-    if (call?.signal && this.#cluster) setMaxListeners(this.#shards + 16, call.signal);
-    const appRead = this.#readBucket('listSessions', call, app.appState);
+    if (call?.signal && this.#slotBound) setMaxListeners(this.#shards + 16, call.signal);
+    const appRead = this.#direct
+      ? this.#readBucket('listSessions', call, app.appState)
+      : this.#readApp('listSessions', call, query.appName);
     appRead.catch(() => {});
     const replies = await Promise.all(
       groups.map((group) =>
@@ -577,7 +557,7 @@ export class RedisStore implements SessionStore {
       members.push(entry.member);
       byShard.set(entry.shard, members);
     }
-    const fetchGroups = this.#cluster
+    const fetchGroups = this.#slotBound
       ? [...byShard.keys()].map((index) => [index])
       : byShard.size > 0
         ? [[...byShard.keys()]]
@@ -615,21 +595,60 @@ export class RedisStore implements SessionStore {
   }
 
   async readUserState(appName: string, userId: string, call?: StoreCall): Promise<Bucket> {
+    await this.#checkLayout('getUserState', call);
     const keys = userKeys(this.#prefix, appName, userId, this.#shards);
     return toBucket((await this.#readBucket('getUserState', call, keys.userState)) as string[]);
   }
 
   async readAppState(appName: string, call?: StoreCall): Promise<Bucket> {
-    const keys = appKeys(this.#prefix, appName);
-    return toBucket((await this.#readBucket('getAppState', call, keys.appState)) as string[]);
+    await this.#checkLayout('getAppState', call);
+    if (!this.#direct) return toBucket(await this.#readApp('getAppState', call, appName));
+    return toBucket((await this.#readBucket('getAppState', call, appKeys(this.#prefix, appName).appState)) as string[]);
+  }
+
+  /** The apps that have keys under the key prefix (a SCAN of every key; on a Cluster, of every master). */
+  listAppNames(call?: StoreCall): Promise<string[]> {
+    return listAppNames(this.#client, this.#prefix, { signal: call?.signal });
   }
 
   async close(): Promise<void> {
+    await this.#outbox.close();
     await this.#release?.();
   }
 
   #readBucket(operation: string, call: StoreCall | undefined, key: string): Promise<unknown> {
     return this.#run(operation, false, call, READ_BUCKET, keyList(READ_BUCKET, { bucket: key }), []);
+  }
+
+  /** The app bucket through the outbox protocol (which may start a drain). */
+  async #readApp(operation: string, call: StoreCall | undefined, appName: string): Promise<string[]> {
+    return (await this.#outbox.readApp(operation, call, appName, undefined)).bucket;
+  }
+
+  /**
+   * Checks once per store that the layout recorded under the key prefix has
+   * this store's number of shards (recording it when nothing is recorded):
+   * a service with another number would read and write other keys. A failed
+   * check is tried again by the next call; a disagreement fails every call.
+   */
+  #checkLayout(operation: string, call: StoreCall | undefined): Promise<void> | undefined {
+    if (this.#layoutChecked) return undefined;
+    this.#layout ??= (async () => {
+      const recorded = await this.#run(
+        operation,
+        false,
+        call,
+        LAYOUT,
+        keyList(LAYOUT, { layout: layoutKey(this.#prefix) }),
+        argList(LAYOUT, { shards: String(this.#shards) }),
+      );
+      if (Number(recorded) !== this.#shards) throw new RedisLayoutError(this.#prefix, Number(recorded), this.#shards);
+      this.#layoutChecked = true;
+    })().catch((error: unknown) => {
+      if (!(error instanceof RedisLayoutError)) this.#layout = undefined;
+      throw error;
+    });
+    return this.#layout;
   }
 
   /**
@@ -645,7 +664,13 @@ export class RedisStore implements SessionStore {
     args: ReadonlyArray<string | number>,
   ): Promise<unknown> {
     const step = { operation, write, call };
-    return runScript((command, commandArgs) => this.#connection.send(step, command, commandArgs), target, keys, args);
+    const wait = write ? this.#wait : undefined;
+    return runScript(
+      (command, commandArgs) => this.#connection.send(step, command, commandArgs, wait),
+      target,
+      keys,
+      args,
+    );
   }
 
   /**
@@ -666,16 +691,15 @@ export class RedisStore implements SessionStore {
   }
 }
 
-/** The session hash field of the first revision. */
-const FIRST_FIELD = '\u0000c';
+/** A store warning on Node's warning channel. */
+function emitWarning(warning: RedisStoreWarning): void {
+  process.emitWarning(`adk-state redis (app ${JSON.stringify(warning.appName)}): ${warning.message}`, {
+    type: 'AdkStateRedisWarning',
+    code: warning.code,
+  });
+}
 
-/** The session hash field of the highest revision whose pending app delta was forgotten (known applied). */
-const FORGOTTEN_FIELD = '\u0000k';
-
-/** The reply of {@link LOAD}: session hash, user bucket, app bucket (or 0: its own slot), log entries, pending deltas. */
-type LoadReply = [string[], string[], string[] | number, string[], Pending];
-
-/** A loaded session from the reply of {@link LOAD} and the app bucket of the same moment. */
+/** A loaded session from the reply of {@link LOAD} and the app state of the same moment. */
 function loaded(key: SessionKey, reply: LoadReply, appState: string[]): LoadResult {
   const [session, user, , entries] = reply;
   return {
@@ -684,17 +708,6 @@ function loaded(key: SessionKey, reply: LoadReply, appState: string[]): LoadResu
     appState: toBucket(appState),
     events: entries.map(decodeEntry),
   };
-}
-
-/** A field's value in a flat HGETALL reply. */
-function fieldOf(flat: readonly string[], field: string): string | undefined {
-  for (let index = 0; index < flat.length; index += 2) if (flat[index] === field) return flat[index + 1];
-  return undefined;
-}
-
-/** The keys of the create, import and append scripts (the app bucket only when it shares the slot). */
-function writeKeys(keys: SessionKeys): string[] {
-  return keyList(CREATE, { ...keys, appState: keys.sameSlot ? keys.app.appState : undefined });
 }
 
 /** A bucket as field/value arguments, fields encoded. */

@@ -1,20 +1,33 @@
 /**
- * `app:` keys over many shards: a write records its app delta as pending in
- * the user's slot, then applies it to the app's slot. A process that dies
- * between the two steps (simulated: the second command never leaves the
- * client) leaves the delta pending, and the next read or write of that
- * session rolls it forward, exactly once. On a cluster, the users of one app
- * spread evenly over the masters.
+ * `app:` keys over many slots with the outbox protocol (on a single server
+ * with `clusterProtocol: true`, so that each script stays in one slot as on
+ * a Cluster and the steps can be held or dropped one by one): a write puts
+ * its app delta into its shard's outbox with its event, then applies the
+ * outbox to the app's slot. Deduplication is by outbox position, so a late,
+ * repeated or concurrent apply changes nothing; a write that died between
+ * its steps is applied by the next write to the shard, a read of a session
+ * there, or a drain; a disagreement between the slots is repaired by a
+ * read, never a read that fails. On a cluster, the users of one app spread
+ * evenly over the masters.
  */
 import { randomUUID } from 'node:crypto';
 import { BackendError } from '@adk-state/core';
 import type { Session } from '@google/adk';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { RedisSessionService, SCRIPT_SHAS } from '../src/index.js';
+import {
+  RedisSessionService,
+  type RedisSessionServiceOptions,
+  type RedisStoreWarning,
+  SCRIPT_SHAS,
+} from '../src/index.js';
+import { appKeys, FIELD, PART, sessionKeys } from '../src/keys.js';
 import { testEvent } from './support/index.js';
 
 const keyPrefix = `${inject('testPrefix')}-${randomUUID().slice(0, 8)}:`;
+
+/** The outbox protocol on one server, 16 shards. */
+const SHARDS = 16;
 
 /** A client whose process "dies" before the app step: that command fails without leaving the client. */
 function dyingBeforeAppStep(client: Redis) {
@@ -23,7 +36,7 @@ function dyingBeforeAppStep(client: Redis) {
       return client.status;
     },
     call(command: string, args: Array<string | number>) {
-      if (command === 'evalsha' && args[0] === SCRIPT_SHAS.applyApp) {
+      if (command === 'evalsha' && args[0] === SCRIPT_SHAS.apply) {
         return Promise.reject(new Error('the process died here'));
       }
       return client.call(command, args);
@@ -51,8 +64,9 @@ function holdingOnce(client: Redis, sha: string | undefined, meanwhile: () => Pr
   return hook;
 }
 
-describe('app: keys over many shards (single server)', () => {
+describe('app: keys through the outbox (single server, one slot per script)', () => {
   let client: Redis;
+  const warnings: RedisStoreWarning[] = [];
   beforeAll(() => {
     client = new Redis(inject('redisUrl'));
   });
@@ -60,19 +74,45 @@ describe('app: keys over many shards (single server)', () => {
     await client.quit();
   });
 
-  /** A new app with one session that holds one append of `delta`, and the service that wrote it. */
-  async function sessionWithOneAppend(delta: Record<string, number>) {
-    const appName = `app-${randomUUID()}`;
-    const key = { appName, userId: 'ada', sessionId: 's1' };
-    const writer = new RedisSessionService({ client, keyPrefix });
-    const session = await writer.createSession(key);
-    await writer.appendEvent({ session, event: testEvent(delta) });
-    return { appName, key, writer, session };
+  /** A service on the outbox protocol; no drains unless asked for. */
+  function service(over: Partial<RedisSessionServiceOptions> & { client?: Redis } = {}) {
+    return new RedisSessionService({
+      client,
+      keyPrefix,
+      shards: SHARDS,
+      clusterProtocol: true,
+      drainIntervalMs: Number.POSITIVE_INFINITY,
+      onWarning: (warning) => warnings.push(warning),
+      ...over,
+    } as RedisSessionServiceOptions);
   }
 
-  it('a write that died between its two steps is rolled forward by the next read, exactly once', async () => {
+  /** The fields of every outbox of an app, and of its marks. */
+  async function records(appName: string) {
+    const outboxes: Array<Record<string, string>> = [];
+    for (let shard = 0; shard < SHARDS; shard++) {
+      const base = sessionKeys(keyPrefix, appName, '', '', SHARDS).base.replace(/#\d+\}:$/, `#${shard}}:`);
+      outboxes.push(await client.hgetall(base + PART.outbox));
+    }
+    return { outboxes, marks: await client.hgetall(appKeys(keyPrefix, appName).marks) };
+  }
+
+  it('uses the outbox protocol: a write with app: keys leaves nothing pending once acknowledged', async () => {
+    const writer = service();
+    expect(writer.protocol).toBe('outbox');
+    expect(service({ clusterProtocol: false }).protocol).toBe('direct');
     const appName = `app-${randomUUID()}`;
-    const dying = new RedisSessionService({ client: dyingBeforeAppStep(client), keyPrefix });
+    const session = await writer.createSession({ appName, userId: 'ada', state: { 'app:a': 1 } });
+    await writer.appendEvent({ session, event: testEvent({ 'app:b': 2 }) });
+    expect(await service().getAppState({ appName })).toEqual({ a: 1, b: 2 });
+    const { marks } = await records(appName);
+    // One mark per shard that was written to, and nothing else.
+    expect(Object.keys(marks)).toHaveLength(1);
+  });
+
+  it('a write that died between its two steps is applied by the next read of its session, exactly once', async () => {
+    const appName = `app-${randomUUID()}`;
+    const dying = service({ client: dyingBeforeAppStep(client) });
     const session = await dying.createSession({ appName, userId: 'ada', sessionId: 's1' });
     const failure = await dying
       .appendEvent({ session, event: testEvent({ 'app:motto': 'first', own: 1 }, { timestamp: 10 }) })
@@ -80,30 +120,79 @@ describe('app: keys over many shards (single server)', () => {
     expect(failure).toBeInstanceOf(BackendError);
     expect((failure as BackendError).mayHaveApplied).toBe(true);
 
-    const other = new RedisSessionService({ client, keyPrefix });
-    // The event and the session's own state are stored; the app delta waits in the user's slot.
+    const other = service();
+    // The event and the session's own state are stored; the app delta waits in the shard's outbox.
     expect(await other.getAppState({ appName })).toEqual({});
     const loaded = (await other.getSession({ appName, userId: 'ada', sessionId: 's1' })) as Session;
     expect(loaded.events.map((event) => event.timestamp)).toEqual([10]);
     expect(loaded.state).toEqual({ own: 1, 'app:motto': 'first' });
     expect(await other.getAppState({ appName })).toEqual({ motto: 'first' });
 
-    // Someone else changes the app key; a third process that meets the same pending record must not apply it again.
+    // Someone else changes the app key; a third process that meets the same outbox entry must not apply it again.
     const grace = await other.createSession({ appName, userId: 'grace', sessionId: 'g1' });
     await other.appendEvent({ session: grace, event: testEvent({ 'app:motto': 'second' }, { timestamp: 20 }) });
-    const third = new RedisSessionService({ client, keyPrefix });
-    const again = (await third.getSession({ appName, userId: 'ada', sessionId: 's1' })) as Session;
+    const again = (await service().getSession({ appName, userId: 'ada', sessionId: 's1' })) as Session;
     expect(again.state['app:motto']).toBe('second');
-    expect(await third.getAppState({ appName })).toEqual({ motto: 'second' });
+    expect(await service().getAppState({ appName })).toEqual({ motto: 'second' });
+  });
+
+  it('an apply that arrives late, after its entry was applied by a reader and the session deleted, changes nothing', async () => {
+    const appName = `app-${randomUUID()}`;
+    const key = { appName, userId: 'ada', sessionId: 's1' };
+    const other = service();
+    const hook = holdingOnce(client, SCRIPT_SHAS.apply, async () => {
+      // Meanwhile: a reader applies the entry, the session is deleted, another user's later write is acknowledged.
+      expect(((await other.getSession(key)) as Session).state['app:motto']).toBe('first');
+      await other.deleteSession(key);
+      const grace = await other.createSession({ appName, userId: 'grace', sessionId: 'g1' });
+      await other.appendEvent({ session: grace, event: testEvent({ 'app:motto': 'second' }) });
+      expect(await other.getAppState({ appName })).toEqual({ motto: 'second' });
+    });
+    const writer = service({ client: hook.client });
+    const session = await writer.createSession(key);
+    hook.armed = true;
+    await writer.appendEvent({ session, event: testEvent({ 'app:motto': 'first' }) });
+    expect(hook.fired).toBe(true);
+    expect(await other.getAppState({ appName })).toEqual({ motto: 'second' });
+    // The same id created again starts from nothing, and its app writes land.
+    const reborn = await other.createSession(key);
+    await writer.appendEvent({ session: reborn, event: testEvent({ 'app:motto': 'third' }) });
+    expect(await other.getAppState({ appName })).toEqual({ motto: 'third' });
+    expect(((await other.getSession(key)) as Session).state['app:motto']).toBe('third');
+  });
+
+  it('a service that applied writes of a session id keeps working after the id is deleted and created again elsewhere', async () => {
+    const appName = `app-${randomUUID()}`;
+    const key = { appName, userId: 'ada', sessionId: 's1' };
+    const first = service();
+    const second = service();
+    let session = await first.createSession(key);
+    for (let index = 1; index <= 5; index++) {
+      await first.appendEvent({ session, event: testEvent({ 'app:n': index }) });
+    }
+    await second.deleteSession(key);
+    const reborn = await second.createSession(key);
+    await second.appendEvent({ session: reborn, event: testEvent({ 'app:m': 1 }) });
+    session = (await first.getSession(key)) as Session;
+    expect(session.state).toEqual({ 'app:n': 5, 'app:m': 1 });
+    await first.appendEvent({ session, event: testEvent({ 'app:m': 2 }) });
+    for (const reader of [first, second, service()]) {
+      expect(((await reader.getSession(key)) as Session).state).toEqual({ 'app:n': 5, 'app:m': 2 });
+      expect(await reader.getAppState({ appName })).toEqual({ n: 5, m: 2 });
+    }
   });
 
   it('a read whose app bucket is newer than its session read reads again: never the app half of a later append', async () => {
-    const { key, writer, session } = await sessionWithOneAppend({ n: 1, 'app:n': 1 });
+    const appName = `app-${randomUUID()}`;
+    const key = { appName, userId: 'ada', sessionId: 's1' };
+    const writer = service();
+    const session = await writer.createSession(key);
+    await writer.appendEvent({ session, event: testEvent({ n: 1, 'app:n': 1 }) });
     // The session is read first, then an append lands whole, then the app bucket is read.
     const hook = holdingOnce(client, SCRIPT_SHAS.readApp, () =>
       writer.appendEvent({ session, event: testEvent({ n: 2, 'app:n': 2 }) }),
     );
-    const reader = new RedisSessionService({ client: hook.client, keyPrefix });
+    const reader = service({ client: hook.client });
     await reader.getSession(key);
     hook.armed = true;
     const loaded = (await reader.getSession(key)) as Session;
@@ -112,47 +201,95 @@ describe('app: keys over many shards (single server)', () => {
     expect(loaded.state).toEqual({ n: 2, 'app:n': 2 });
   });
 
-  it('a read whose session is newer than its app bucket lays the pending deltas over it, or reads again once they are forgotten', async () => {
-    const { appName, key, writer, session } = await sessionWithOneAppend({ n: 1, 'app:a': 1 });
-    // The app bucket is read first; then two appends land whole, the second forgetting the first's
-    // pending app delta (known applied); then the session is read. The pending record no longer has
-    // 'app:b', and the bucket read did not have it yet.
+  it('a read whose session is newer than its app bucket lays the later entries over it', async () => {
+    const appName = `app-${randomUUID()}`;
+    const key = { appName, userId: 'ada', sessionId: 's1' };
+    const writer = service();
+    const session = await writer.createSession(key);
+    await writer.appendEvent({ session, event: testEvent({ n: 1, 'app:a': 1 }) });
+    // The app bucket is read first; then two appends land whole (the second tells the shard the
+    // first is applied); then the session is read.
     const hook = holdingOnce(client, SCRIPT_SHAS.load, async () => {
       await writer.appendEvent({ session, event: testEvent({ n: 2, 'app:b': 2 }) });
       await writer.appendEvent({ session, event: testEvent({ n: 3 }) });
     });
-    const reader = new RedisSessionService({ client: hook.client, keyPrefix });
+    const reader = service({ client: hook.client });
     await reader.getSession(key);
     hook.armed = true;
     const loaded = (await reader.getSession(key)) as Session;
     expect(hook.fired).toBe(true);
+    expect(loaded.events).toHaveLength(3);
     expect(loaded.state).toEqual({ n: 3, 'app:a': 1, 'app:b': 2 });
-
-    // A write that died between its steps: its delta is pending and not in the bucket; a read lays it over.
-    const dying = new RedisSessionService({ client: dyingBeforeAppStep(client), keyPrefix });
-    const current = (await dying.getSession(key)) as Session;
-    await dying.appendEvent({ session: current, event: testEvent({ n: 4, 'app:c': 4 }) }).catch(() => undefined);
-    const held = holdingOnce(client, SCRIPT_SHAS.applyApp, async () => {
-      expect(await writer.getAppState({ appName })).toEqual({ a: 1, b: 2 });
-    });
-    const rolling = new RedisSessionService({ client: held.client, keyPrefix });
-    held.armed = true;
-    const after = (await rolling.getSession(key)) as Session;
-    expect(held.fired).toBe(true);
-    expect(after.state).toEqual({ n: 4, 'app:a': 1, 'app:b': 2, 'app:c': 4 });
-    expect(await writer.getAppState({ appName })).toEqual({ a: 1, b: 2, c: 4 });
   });
 
-  it('deleting a session rolls its pending app delta forward', async () => {
+  it('a delta left behind by a dead writer, whose session was deleted, is applied by a drain; then no record is left', async () => {
     const appName = `app-${randomUUID()}`;
-    const dying = new RedisSessionService({ client: dyingBeforeAppStep(client), keyPrefix });
-    const session = await dying.createSession({ appName, userId: 'ada', sessionId: 's1' });
-    await dying
-      .appendEvent({ session, event: testEvent({ 'app:left': true }, { timestamp: 10 }) })
-      .catch(() => undefined);
-    const other = new RedisSessionService({ client, keyPrefix });
-    await other.deleteSession({ appName, userId: 'ada', sessionId: 's1' });
-    expect(await other.getAppState({ appName })).toEqual({ left: true });
+    const dying = service({ client: dyingBeforeAppStep(client) });
+    for (const userId of ['ada', 'bob', 'cy']) {
+      const session = await dying.createSession({ appName, userId, sessionId: 's1' });
+      await dying.appendEvent({ session, event: testEvent({ [`app:${userId}`]: true }) }).catch(() => undefined);
+      await service().deleteSession({ appName, userId, sessionId: 's1' });
+    }
+    const draining = service({ drainIntervalMs: 0 });
+    const reader = service();
+    // The first read of the app claims a drain and starts it; a later read sees what it applied.
+    await draining.getAppState({ appName });
+    let state: Record<string, unknown> = {};
+    for (let attempt = 0; attempt < 200 && Object.keys(state).length < 3; attempt++) {
+      await new Promise((resolve) => setTimeout(resolve, 25));
+      state = await reader.getAppState({ appName });
+    }
+    expect(state).toEqual({ ada: true, bob: true, cy: true });
+    // Entries known applied are removed once older than the keep time: a drain after that leaves none.
+    await new Promise((resolve) => setTimeout(resolve, 2_100));
+    await draining.getAppState({ appName });
+    let left = -1;
+    for (let attempt = 0; attempt < 200 && left !== 0; attempt++) {
+      await new Promise((resolve) => setTimeout(resolve, 25));
+      const { outboxes } = await records(appName);
+      left = outboxes.reduce(
+        (sum, fields) => sum + Object.keys(fields).filter((field) => !field.startsWith('\u0000')).length,
+        0,
+      );
+    }
+    expect(left).toBe(0);
+  });
+
+  it('after a failover lost applied marks or outbox positions, reads repair them, warn once, and never fail', async () => {
+    const appName = `app-${randomUUID()}`;
+    const key = { appName, userId: 'ada', sessionId: 's1' };
+    const keys = sessionKeys(keyPrefix, appName, 'ada', 's1', SHARDS);
+    const app = appKeys(keyPrefix, appName);
+    const writer = service();
+    const session = await writer.createSession(key);
+    await writer.appendEvent({ session, event: testEvent({ 'app:a': 1 }) });
+    const shard = String(keys.shard);
+    const mark = Number(await client.hget(app.marks, shard));
+
+    // The app slot's master lost the mark (its replica lagged), while the shard removed the entry as applied.
+    await client.hset(app.marks, shard, String(mark - 10));
+    await client.hset(keys.outbox, FIELD.floor, String(mark));
+    await client.hdel(keys.outbox, String(mark));
+    warnings.length = 0;
+    const reader = service();
+    expect(((await reader.getSession(key)) as Session).state).toEqual({ 'app:a': 1 });
+    expect(warnings.map((warning) => warning.code)).toEqual(['app-mark-behind']);
+    expect(((await reader.getSession(key)) as Session).state).toEqual({ 'app:a': 1 });
+    expect(warnings).toHaveLength(1);
+
+    // The shard's master lost its last positions, while the app slot has applied them.
+    await client.hset(keys.outbox, FIELD.last, String(mark - 1_000), FIELD.known, '-1', FIELD.floor, '-1');
+    warnings.length = 0;
+    expect(((await reader.getSession(key)) as Session).state).toEqual({ 'app:a': 1 });
+    expect(warnings.map((warning) => warning.code)).toEqual(['shard-position-behind']);
+    // Writes go on, above the app slot's mark.
+    await writer.appendEvent({
+      session: (await writer.getSession(key)) as Session,
+      event: testEvent({ 'app:a': 2 }),
+    });
+    expect(((await reader.getSession(key)) as Session).state).toEqual({ 'app:a': 2 });
+    expect(await reader.getAppState({ appName })).toEqual({ a: 2 });
+    expect(warnings).toHaveLength(1);
   });
 });
 

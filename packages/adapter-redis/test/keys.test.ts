@@ -141,7 +141,7 @@ describe('key layout', () => {
         }
         const keys = sessionKeys('p:', appName, id, id, 256);
         const shardBase = `p:{${tag}#${shardOf(id, 256)}}:`;
-        for (const key of [keys.session, keys.events, keys.eventIds, keys.pending, keys.userState, keys.userIndex]) {
+        for (const key of [keys.session, keys.events, keys.eventIds, keys.outbox, keys.userState, keys.userIndex]) {
           expect(key.startsWith(shardBase)).toBe(true);
         }
         expect(keys.app.appState.startsWith(base)).toBe(true);
@@ -157,7 +157,7 @@ describe('key layout', () => {
         for (const session of parts) {
           const keys = sessionKeys('p:', app, user, session, 4);
           const triple = JSON.stringify([app, user, session]);
-          for (const key of [keys.session, keys.events, keys.eventIds, keys.pending]) {
+          for (const key of [keys.session, keys.events, keys.eventIds]) {
             expect(seen.get(key) ?? triple).toBe(triple);
             seen.set(key, triple);
           }
@@ -189,7 +189,7 @@ describe.skipIf(nodes.length === 0)('hash slots on a real cluster', () => {
     try {
       for (const appName of ['app', 'app{x}', '{app}', '}{', 'a}b{c', 'a#1', ...HOSTILE_IDS.slice(0, 12)]) {
         const appSlot = await cluster.cluster('KEYSLOT', appKeys('adk-state:', appName).appState);
-        expect(await cluster.cluster('KEYSLOT', appKeys('adk-state:', appName).watermarks)).toBe(appSlot);
+        expect(await cluster.cluster('KEYSLOT', appKeys('adk-state:', appName).marks)).toBe(appSlot);
         for (const id of HOSTILE_IDS) {
           for (const shards of [1, 256]) {
             const keys = sessionKeys('adk-state:', appName, id, `{${id}}`, shards);
@@ -199,7 +199,7 @@ describe.skipIf(nodes.length === 0)('hash slots on a real cluster', () => {
               keys.session,
               keys.events,
               keys.eventIds,
-              keys.pending,
+              keys.outbox,
               keys.userState,
               keys.userIndex,
               keys.shardIndex,

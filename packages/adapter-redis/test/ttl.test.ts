@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { DEFAULT_SHARDS, RedisSessionService } from '../src/index.js';
+import { RedisSessionService } from '../src/index.js';
 import { sessionKeys } from '../src/keys.js';
 import { testEvent } from './support/index.js';
 
@@ -34,7 +34,7 @@ describe('session time to live', () => {
   async function createHourLong(clock: { expireAfterIdleSeconds: number } | { expireAfterCreateSeconds: number }) {
     const service = new RedisSessionService({ client, keyPrefix, ...clock });
     const appName = `app-${randomUUID()}`;
-    const keys = sessionKeys(keyPrefix, appName, 'u1', 's1', DEFAULT_SHARDS);
+    const keys = sessionKeys(keyPrefix, appName, 'u1', 's1', 1);
     const before = await serverTime();
     const session = await service.createSession({ appName, userId: 'u1', sessionId: 's1', state: { 'user:a': 1 } });
     const after = await serverTime();
@@ -54,16 +54,12 @@ describe('session time to live', () => {
     expect(Number(await client.call('pexpiretime', keys.eventIds))).toBe(touched);
     expect(Number(await client.zscore(keys.expiry, keys.expiryMember))).toBe(touched);
     expect(await client.pttl(keys.userState)).toBe(-1);
-    // The app delta waits in the pending hash until the session's next call clears it: it expires with the session.
-    expect(Number(await client.call('pexpiretime', keys.pending))).toBe(touched);
     expect(await client.pttl(keys.app.appState)).toBe(-1);
     expect(await client.pttl(keys.shardIndex)).toBe(-1);
 
     const plain = new RedisSessionService({ client, keyPrefix });
     await plain.createSession({ appName: session.appName, userId: 'u1', sessionId: 'forever' });
-    expect(await client.pttl(sessionKeys(keyPrefix, session.appName, 'u1', 'forever', DEFAULT_SHARDS).session)).toBe(
-      -1,
-    );
+    expect(await client.pttl(sessionKeys(keyPrefix, session.appName, 'u1', 'forever', 1).session)).toBe(-1);
   });
 
   it('an idle session expires with its events; user and app state stay; listings forget it', async () => {
@@ -75,7 +71,7 @@ describe('session time to live', () => {
     await long.createSession({ appName, userId: 'u1', sessionId: 's2' });
     await long.createSession({ appName, userId: 'u2', sessionId: 's3' });
 
-    const keys = sessionKeys(keyPrefix, appName, 'u1', 's1', DEFAULT_SHARDS);
+    const keys = sessionKeys(keyPrefix, appName, 'u1', 's1', 1);
     for (
       let attempt = 0;
       attempt < 500 && (await client.exists(keys.session, keys.events, keys.eventIds)) > 0;
@@ -121,7 +117,7 @@ describe('session time to live', () => {
     const service = new RedisSessionService({ client, keyPrefix, expireAfterCreateSeconds: 0.4 });
     const appName = `app-${randomUUID()}`;
     const session = await service.createSession({ appName, userId: 'u1', sessionId: 's1', state: { own: 1 } });
-    const keys = sessionKeys(keyPrefix, appName, 'u1', 's1', DEFAULT_SHARDS);
+    const keys = sessionKeys(keyPrefix, appName, 'u1', 's1', 1);
     let refused: unknown;
     for (let n = 0; n < 1000 && refused === undefined; n++) {
       refused = await service.appendEvent({ session, event: event({ n, 'user:kept': n }) }).then(

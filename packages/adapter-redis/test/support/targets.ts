@@ -17,7 +17,7 @@ export interface ClusterNode {
 }
 
 /** Parses REDIS_CLUSTER_NODES (`host:port` separated by commas). */
-export function parseClusterNodes(value: string): ClusterNode[] {
+export function parseNodeList(value: string): ClusterNode[] {
   return value
     .split(',')
     .map((part) => part.trim())
@@ -43,7 +43,7 @@ export async function singleServerTarget(): Promise<{ url: string; stop: () => P
  */
 export async function clusterTarget(): Promise<{ nodes: ClusterNode[]; stop: () => Promise<void> } | undefined> {
   const fromEnv = process.env.REDIS_CLUSTER_NODES;
-  if (fromEnv) return { nodes: parseClusterNodes(fromEnv), stop: async () => {} };
+  if (fromEnv) return { nodes: parseNodeList(fromEnv), stop: async () => {} };
   if (process.env.REDIS_URL) return undefined;
   const cluster: RedisClusterHandle = await startRedisCluster({ masters: 3 });
   return { nodes: cluster.nodes, stop: () => cluster.stop() };
@@ -109,7 +109,7 @@ export function singleServerOfItsOwn(): TargetBackend<{ url: string }> {
 export function clusterOfItsOwn(): TargetBackend<{ nodes: ClusterNode[] }> | undefined {
   const fromEnv = process.env.REDIS_CLUSTER_NODES;
   if (fromEnv) {
-    const nodes = parseClusterNodes(fromEnv);
+    const nodes = parseNodeList(fromEnv);
     return {
       outage: { absent: `REDIS_CLUSTER_NODES given: ${NOT_OURS}` },
       start: async () => ({ nodes }),

@@ -1,0 +1,417 @@
+/**
+ * The cluster protocol for `app:` keys: the TypeScript half (the Lua half is
+ * `OUTBOX`, `APPLY`, `READ_APP` and `PEEK` in `scripts.ts`).
+ *
+ * On a Redis Cluster an app's users are spread over `shards` slots and its
+ * app bucket has a slot of its own, so a write that changes `app:` keys
+ * cannot change them in the script that stores its event. Instead:
+ *
+ * 1. The write's script puts the app delta into its shard's outbox, at a
+ *    position that is unique for that shard forever: the shard's clock in
+ *    microseconds, or one more than the last position given, whichever is
+ *    higher. Positions only grow, whatever sessions are deleted, expire or
+ *    are created again under the same id, and whichever service instance
+ *    writes; after a failover to a replica that had not received the last
+ *    positions, the new master's clock is past them (failover takes seconds;
+ *    clocks are assumed to agree to well within that).
+ * 2. The writer applies the shard's outbox to the app slot: every entry
+ *    above the shard's mark there, in order, then the mark is raised to the
+ *    last one. An entry at or below the mark is skipped, so an apply that
+ *    arrives late (delayed on the network, after a delete, after another
+ *    writer or a drain already applied it) or twice changes nothing. The
+ *    write is acknowledged after this step.
+ * 3. The next write to the shard (or a drain) tells the shard the mark it
+ *    learned; entries known applied are removed two seconds later (so a
+ *    reader whose app read was just before can still lay them over). An
+ *    outbox holds only entries of the last seconds, and the marks one field
+ *    per shard: nothing grows with the number of writes or of sessions.
+ *
+ * A writer that dies between 1 and 2 leaves its entry in the outbox. A later
+ * write to the same shard applies it with its own; otherwise the next drain
+ * does: a read of the app slot (getSession, listSessions, getAppState) that
+ * finds the last drain started at least `drainMs` ago claims the next one,
+ * which reads every shard's outbox and applies what it finds, in the
+ * background.
+ *
+ * A session read is of one moment: it reads the session with its shard's
+ * outbox (position `last`, entries above `floor`) and the app bucket with the
+ * shard's mark, and lays the entries above the mark over the bucket. That is
+ * exact when floor <= mark <= last; otherwise it reads again, the app slot
+ * first. When the two slots still disagree (a failover lost applied marks or
+ * outbox positions), the read repairs the mark or the position, reports it
+ * through the store's warning callback, and shows what is there. No state of
+ * the two slots makes a read fail.
+ */
+import { setMaxListeners } from 'node:events';
+import type { StoreCall } from '@adk-state/core/store';
+import { type AppKeys, appKeys, FIELD, type ShardKeys, shardKeys } from './keys.js';
+import { APPLY, argList, keyList, PEEK, RAISE, READ_APP, type Script } from './scripts.js';
+
+/** Runs one script for one store step (the store's `#run`). */
+export type Runner = (
+  operation: string,
+  write: boolean,
+  call: StoreCall | undefined,
+  target: Script,
+  keys: readonly string[],
+  args: ReadonlyArray<string | number>,
+) => Promise<unknown>;
+
+/** Something the store noticed and repaired, or could not do, that nothing else reports. */
+export interface RedisStoreWarning {
+  /** `app-mark-behind`: the app slot lost marks of applied entries; `shard-position-behind`: a shard lost outbox positions; `drain-failed`. */
+  code: 'app-mark-behind' | 'shard-position-behind' | 'drain-failed';
+  message: string;
+  appName: string;
+  shard?: number;
+  cause?: unknown;
+}
+
+/** A shard's outbox as a reader or an applier sees it. */
+export interface OutboxView {
+  /** The last position given. */
+  last: number;
+  /** Every entry above this position is in `entries`. */
+  floor: number;
+  /** Entries above `floor`, ascending: position, delta (JSON text of field, value, ...). */
+  entries: Array<[number, string]>;
+}
+
+/** The reply shape of the Lua `outbox_view`. */
+export type OutboxReply = [string, string, string[]];
+
+export function parseView(reply: OutboxReply): OutboxView {
+  const [last, floor, flat] = reply;
+  const entries: Array<[number, string]> = [];
+  for (let index = 0; index < flat.length; index += 2) {
+    entries.push([Number(flat[index]), flat[index + 1] as string]);
+  }
+  entries.sort((a, b) => a[0] - b[0]);
+  return { last: Number(last), floor: Number(floor), entries };
+}
+
+/** The app state a read shows: the bucket with the entries above `mark` laid over it, in order. */
+export function layOver(bucket: string[], mark: number, view: OutboxView): string[] {
+  const later = view.entries.filter(([position]) => position > mark);
+  if (later.length === 0) return bucket;
+  const state = new Map<string, string>();
+  for (let index = 0; index < bucket.length; index += 2)
+    state.set(bucket[index] as string, bucket[index + 1] as string);
+  for (const [, delta] of later) {
+    const fields = JSON.parse(delta) as string[];
+    for (let index = 0; index < fields.length; index += 2)
+      state.set(fields[index] as string, fields[index + 1] as string);
+  }
+  return [...state].flat();
+}
+
+/** How many (app, shard) marks a store remembers to hand to the shard. */
+const ACK_MEMORY = 10_000;
+
+/** How many times a session read reads again before it repairs what disagrees. */
+const READ_ATTEMPTS = 3;
+
+/** How long a drain may take in all. */
+const DRAIN_TIMEOUT_MS = 30_000;
+
+export interface OutboxOptions {
+  prefix: string;
+  shards: number;
+  /** The least time between two drains of one app, in milliseconds. */
+  drainMs: number;
+  warn: (warning: RedisStoreWarning) => void;
+}
+
+/** A session read's shard side: the load result and the shard's outbox. */
+export interface ShardRead<T> {
+  result: T;
+  view: OutboxView;
+}
+
+export class Outbox {
+  readonly #run: Runner;
+  readonly #options: OutboxOptions;
+  /** `<app>#<shard>` -> the last mark learned for it, until handed to the shard. */
+  readonly #acks = new Map<string, string>();
+  /** `<app>#<shard>` -> the highest mark learned (a reader's first guess of `from`). */
+  readonly #marks = new Map<string, number>();
+  readonly #drains = new Set<Promise<void>>();
+  readonly #stop = new AbortController();
+
+  constructor(run: Runner, options: OutboxOptions) {
+    this.#run = run;
+    this.#options = options;
+  }
+
+  /** The mark learned for a shard and not yet handed to it ('' for none); handed over by the write it goes with. */
+  takeAck(appName: string, shard: number): string {
+    const id = slotId(appName, shard);
+    const ack = this.#acks.get(id);
+    if (ack === undefined) return '';
+    this.#acks.delete(id);
+    return ack;
+  }
+
+  #learn(appName: string, shard: number, mark: string): void {
+    if (mark === '-1' || mark === '') return;
+    const id = slotId(appName, shard);
+    const value = Number(mark);
+    if ((this.#marks.get(id) ?? -1) >= value) return;
+    remember(this.#marks, id, value);
+    remember(this.#acks, id, mark);
+  }
+
+  /**
+   * Step 2 of a write: applies `view`'s entries of `shard` to the app slot.
+   * The write's first step is applied by then, so a failure here says the
+   * write may have been applied, whatever its cause.
+   */
+  async apply(
+    operation: string,
+    call: StoreCall | undefined,
+    appName: string,
+    shard: number,
+    view: OutboxView,
+    wantBucket: boolean,
+  ): Promise<string[]> {
+    const app = appKeys(this.#options.prefix, appName);
+    const reply = (await this.#run(
+      operation,
+      true,
+      call,
+      APPLY,
+      keyList(APPLY, { appState: app.appState, marks: app.marks }),
+      argList(APPLY, { wantBucket: wantBucket ? '1' : '0' }, group(shard, view)),
+    )) as [string[], string[] | number];
+    const [marks, bucket] = reply;
+    for (let index = 0; index < marks.length; index += 2) {
+      this.#learn(appName, Number(marks[index]), marks[index + 1] as string);
+    }
+    return Array.isArray(bucket) ? bucket : [];
+  }
+
+  /**
+   * The app bucket and `shard`'s mark (-1 when none, or no shard asked);
+   * claims and starts a drain of the app when one is due.
+   */
+  async readApp(
+    operation: string,
+    call: StoreCall | undefined,
+    appName: string,
+    shard: number | undefined,
+  ): Promise<{ bucket: string[]; mark: number }> {
+    const app = appKeys(this.#options.prefix, appName);
+    const [bucket, mark, claimed] = (await this.#run(
+      operation,
+      false,
+      call,
+      READ_APP,
+      keyList(READ_APP, { appState: app.appState, marks: app.marks }),
+      argList(READ_APP, {
+        shard: shard === undefined ? '' : String(shard),
+        drainMs:
+          this.#stop.signal.aborted || this.#options.drainMs === Number.POSITIVE_INFINITY
+            ? ''
+            : String(this.#options.drainMs),
+      }),
+    )) as [string[], string, number | string];
+    if (shard !== undefined) this.#learn(appName, shard, mark);
+    if (Number(claimed) === 1) this.#startDrain(appName);
+    return { bucket, mark: mark === '' ? -1 : Number(mark) };
+  }
+
+  /**
+   * A session read of one moment (see the file's header): `load(from)` reads
+   * the session and its shard's outbox from position `from` ('' for the
+   * shard's own floor); undefined when the session is missing.
+   */
+  async read<T>(
+    operation: string,
+    call: StoreCall | undefined,
+    appName: string,
+    keys: ShardKeys,
+    load: (from: string) => Promise<ShardRead<T> | undefined>,
+  ): Promise<{ result: T; appState: string[] } | undefined> {
+    const { shard } = keys;
+    let app: { bucket: string[]; mark: number } | undefined;
+    let shardRead: ShardRead<T> | undefined;
+    for (let attempt = 1; ; attempt++) {
+      if (attempt === 1) {
+        // Both at once; the shard read starts from the mark this store last saw.
+        const known = this.#marks.get(slotId(appName, shard));
+        const appRead = this.readApp(operation, call, appName, shard);
+        appRead.catch(() => {});
+        shardRead = await load(known === undefined ? '' : String(known)).catch(async (error: unknown) => {
+          await appRead.catch(() => {});
+          throw error;
+        });
+        if (shardRead === undefined) {
+          await appRead.catch(() => {});
+          return undefined;
+        }
+        app = await appRead;
+      } else {
+        // The app slot first: its mark is then at most the shard's last position.
+        app = await this.readApp(operation, call, appName, shard);
+        shardRead = await load(String(app.mark));
+        if (shardRead === undefined) return undefined;
+      }
+      const { view } = shardRead;
+      if (view.floor <= app.mark && app.mark <= view.last) break;
+      if (attempt >= READ_ATTEMPTS) {
+        await this.#repair(operation, call, appName, keys, app.mark, view);
+        break;
+      }
+    }
+    const { view } = shardRead;
+    const mark = app.mark;
+    if (view.entries.some(([position]) => position > mark)) {
+      // Writes of this shard not applied yet (in flight, or their writer died): apply them now.
+      // The read has its answer already; a failure here leaves them to a writer or a drain.
+      await this.apply(operation, call, appName, shard, view, false).catch(() => {});
+    }
+    return { result: shardRead.result, appState: layOver(app.bucket, mark, view) };
+  }
+
+  /** The two slots disagree after reading the app slot first: raise what fell behind, and say so. */
+  async #repair(
+    operation: string,
+    call: StoreCall | undefined,
+    appName: string,
+    keys: ShardKeys,
+    mark: number,
+    view: OutboxView,
+  ): Promise<void> {
+    const { shard } = keys;
+    if (view.floor > mark) {
+      const app = appKeys(this.#options.prefix, appName);
+      await this.#raise(operation, call, app.marks, String(shard), view.floor);
+      this.#options.warn({
+        code: 'app-mark-behind',
+        appName,
+        shard,
+        message: `the app slot's mark of shard ${shard} (${mark}) is below entries the shard removed as applied (up to ${view.floor}): the app slot lost applied writes (a failover to a replica that lagged?); the mark was raised, the lost app: writes stay lost`,
+      });
+    } else {
+      await this.#raise(operation, call, keys.outbox, FIELD.last, mark);
+      this.#options.warn({
+        code: 'shard-position-behind',
+        appName,
+        shard,
+        message: `shard ${shard}'s last outbox position (${view.last}) is below the app slot's mark (${mark}): the shard lost writes that were applied to the app slot (a failover to a replica that lagged?); the position was raised`,
+      });
+    }
+  }
+
+  #raise(operation: string, call: StoreCall | undefined, hash: string, field: string, value: number) {
+    return this.#run(
+      operation,
+      false,
+      call,
+      RAISE,
+      keyList(RAISE, { hash }),
+      argList(RAISE, { field, value: String(value) }),
+    );
+  }
+
+  #startDrain(appName: string): void {
+    const running = this.#drain(appName).catch((error: unknown) => {
+      if (this.#stop.signal.aborted) return;
+      this.#options.warn({
+        code: 'drain-failed',
+        appName,
+        cause: error,
+        message: `a drain of the app's outboxes failed (the next one is due in ${this.#options.drainMs} ms): ${error instanceof Error ? error.message : String(error)}`,
+      });
+    });
+    this.#drains.add(running);
+    void running.finally(() => this.#drains.delete(running));
+  }
+
+  /**
+   * Applies what every shard's outbox of the app holds, then tells the
+   * shards that had entries how far that went. Harmless beside writers doing
+   * the same: the app slot skips what it has.
+   */
+  async drain(appName: string): Promise<void> {
+    await this.#drain(appName);
+  }
+
+  async #drain(appName: string): Promise<void> {
+    const signal = AbortSignal.any([this.#stop.signal, AbortSignal.timeout(DRAIN_TIMEOUT_MS)]);
+    const call: StoreCall = { signal, deadline: Date.now() + DRAIN_TIMEOUT_MS };
+    // Every command in flight listens to the signal: allow one listener per shard.
+    setMaxListeners(this.#options.shards + 16, signal);
+    const shards: ShardKeys[] = [];
+    for (let shard = 0; shard < this.#options.shards; shard++) {
+      shards.push(shardKeys(this.#options.prefix, appName, shard, this.#options.shards));
+    }
+    const views = await Promise.all(
+      shards.map(async (keys) => {
+        const reply = (await this.#run(
+          'drain',
+          true,
+          call,
+          PEEK,
+          keyList(PEEK, { outbox: keys.outbox }),
+          argList(PEEK, { ack: this.takeAck(appName, keys.shard) }),
+        )) as OutboxReply;
+        return { keys, view: parseView(reply) };
+      }),
+    );
+    const pending = views.filter(({ view }) => view.entries.length > 0);
+    if (pending.length === 0) return;
+    const app: AppKeys = appKeys(this.#options.prefix, appName);
+    const [marks] = (await this.#run(
+      'drain',
+      true,
+      call,
+      APPLY,
+      keyList(APPLY, { appState: app.appState, marks: app.marks }),
+      argList(
+        APPLY,
+        { wantBucket: '0' },
+        pending.flatMap(({ keys, view }) => group(keys.shard, view)),
+      ),
+    )) as [string[], number];
+    for (let index = 0; index < marks.length; index += 2) {
+      this.#learn(appName, Number(marks[index]), marks[index + 1] as string);
+    }
+    await Promise.all(
+      pending.map(({ keys }) =>
+        this.#run(
+          'drain',
+          true,
+          call,
+          PEEK,
+          keyList(PEEK, { outbox: keys.outbox }),
+          argList(PEEK, { ack: this.takeAck(appName, keys.shard) }),
+        ),
+      ),
+    );
+  }
+
+  /** Stops starting drains, abandons the running ones and waits for them to settle. */
+  async close(): Promise<void> {
+    this.#stop.abort();
+    await Promise.all([...this.#drains]);
+  }
+}
+
+/** The APPLY arguments of one shard's entries. */
+function group(shard: number, view: OutboxView): string[] {
+  const out = [String(shard), String(view.entries.length)];
+  for (const [position, delta] of view.entries) out.push(String(position), delta);
+  return out;
+}
+
+function slotId(appName: string, shard: number): string {
+  return `${shard}#${appName}`;
+}
+
+/** Sets `id` in a map kept to {@link ACK_MEMORY} entries (the oldest goes first). */
+function remember<V>(map: Map<string, V>, id: string, value: V): void {
+  map.delete(id);
+  map.set(id, value);
+  if (map.size > ACK_MEMORY) map.delete(map.keys().next().value as string);
+}
