@@ -164,7 +164,7 @@ export function createProgram(io: ProgramIo = {}): Command {
           '--session_service_uri <string>',
           'Where sessions live: memory://, redis://host:port, redis+cluster://h1:p1,h2:p2, mongodb://…, ' +
             'firestore://<project>[/<database>]?root=<collection>, or any URI @google/adk accepts (sqlite://, postgresql://, …). ' +
-            `Default: $DATABASE_URL, else memory://${env.DATABASE_URL ? ` (now $DATABASE_URL is ${env.DATABASE_URL})` : ''}`,
+            `Default: $DATABASE_URL, else memory://${env.DATABASE_URL ? ` (now $DATABASE_URL is ${redactUri(env.DATABASE_URL)})` : ''}`,
         ),
       )
       .addOption(

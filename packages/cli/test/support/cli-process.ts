@@ -20,9 +20,37 @@ export interface CliProcess {
 }
 
 /** Starts `adk-state <args>` and resolves once it prints `ready` (within 60 s). */
-export async function startCli(args: string[], port: number, ready = 'ADK API Server started'): Promise<CliProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], {
-    env: { ...process.env, NO_COLOR: '1' },
+export async function startCli(
+  args: string[],
+  port: number,
+  ready = 'ADK API Server started',
+  env: NodeJS.ProcessEnv = {},
+): Promise<CliProcess> {
+  return startCommand([process.execPath, '--import', 'tsx', CLI, ...args], port, ready, env);
+}
+
+/**
+ * `adk-state <args>` under `script`, on a pseudo-terminal `columns` wide, as a
+ * user at a terminal runs it; resolves once it prints `ready`.
+ */
+export function startCliOnTerminal(args: string[], columns: number, ready: string): Promise<CliProcess> {
+  const quote = (text: string) => `'${text.replace(/'/g, "'\\''")}'`;
+  const command = [process.execPath, '--import', 'tsx', CLI, ...args].map(quote).join(' ');
+  return startCommand(['script', '-qfec', `stty cols ${columns} rows 24; exec ${command}`, '/dev/null'], 0, ready);
+}
+
+/** The path of the `adk-state` entry the tests run. */
+export const CLI_ENTRY = CLI;
+
+async function startCommand(
+  argv: string[],
+  port: number,
+  ready: string,
+  env: NodeJS.ProcessEnv = {},
+): Promise<CliProcess> {
+  const [file, ...rest] = argv as [string, ...string[]];
+  const child = spawn(file, rest, {
+    env: { ...process.env, NO_COLOR: '1', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
@@ -67,12 +95,15 @@ export async function startCli(args: string[], port: number, ready = 'ADK API Se
 }
 
 /** Runs `adk-state <args>` to its end (within 60 s); resolves with its exit code and output. */
-export function runCli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+export function runCli(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
     execFile(
       process.execPath,
       ['--import', 'tsx', CLI, ...args],
-      { env: { ...process.env, NO_COLOR: '1' }, timeout: 60_000, maxBuffer: 16 * 1024 * 1024 },
+      { env: { ...process.env, NO_COLOR: '1', ...env }, timeout: 60_000, maxBuffer: 16 * 1024 * 1024 },
       (error, stdout, stderr) => {
         const code = error ? ((error as { code?: unknown }).code ?? null) : 0;
         if (error && typeof code !== 'number') reject(error);

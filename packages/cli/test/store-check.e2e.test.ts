@@ -1,0 +1,143 @@
+/**
+ * The start-up check, through the `adk-state` command on real Redis servers:
+ * `web`, `api_server`, `inspect` and `migrate` (either side) stop at once on a
+ * store that refuses the connection, does not answer, refuses the password or
+ * has no such database, with exit code 1 and a message that names the store
+ * and the cause, and never the password. A server that starts names its store.
+ */
+import { freePort, type RedisServer, startRedisServer } from '@adk-state/test-servers/redis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AGENTS_DIR, runCli, startCli } from './support/cli-process.js';
+
+/** The server's password: every character that needs percent-encoding in a URI. */
+const PASSWORD = 'p/a#s?s@w%rd';
+const WRONG = 'wr/o#n?g@pw%';
+const encode = (password: string) => encodeURIComponent(password);
+
+describe('the start-up check of a store', () => {
+  let open: RedisServer;
+  let guarded: RedisServer;
+  let paused: RedisServer;
+  let nothing: number;
+
+  beforeAll(async () => {
+    [open, guarded, paused] = await Promise.all([
+      startRedisServer(),
+      startRedisServer({ args: ['--requirepass', PASSWORD] }),
+      startRedisServer(),
+    ]);
+    await paused.pause();
+    nothing = await freePort();
+  });
+  afterAll(async () => {
+    paused?.resume();
+    await Promise.all([open?.stop(), guarded?.stop(), paused?.stop()]);
+  });
+
+  /** The store URI of each problem, and the words its message must hold. */
+  const problems = () =>
+    [
+      ['refused', `redis://127.0.0.1:${nothing}`, 'refused the connection'],
+      ['timed out', `${paused.url}/0`, 'did not answer in time'],
+      ['authentication (encoded)', `redis://:${encode(WRONG)}@127.0.0.1:${guarded.port}/0`, 'refused the credentials'],
+      [
+        'authentication (?password=)',
+        `redis://127.0.0.1:${guarded.port}/0?password=${WRONG}`,
+        'refused the credentials',
+      ],
+      ['authentication (none given)', `redis://127.0.0.1:${guarded.port}/0`, 'refused the credentials'],
+      ['unknown database', `${open.url}/99`, 'has no such database'],
+    ] as const;
+
+  const commands = (uri: string) =>
+    [
+      ['web', ['web', AGENTS_DIR, '--port', '0', '--session_service_uri', uri, '--check_timeout', '1']],
+      ['api_server', ['api_server', AGENTS_DIR, '--port', '0', '--check_timeout', '1'], { DATABASE_URL: uri }],
+      ['inspect', ['inspect', uri, '--app', 'greeter', '--check-timeout', '1']],
+      ['migrate --from', ['migrate', '--from', uri, '--to', 'memory://', '--app', 'a', '--check-timeout', '1']],
+      ['migrate --to', ['migrate', '--from', 'memory://', '--to', uri, '--app', 'a', '--check-timeout', '1']],
+    ] as const;
+
+  for (const command of ['web', 'api_server', 'inspect', 'migrate --from', 'migrate --to']) {
+    it(`${command}: exits 1 naming the store and the cause, never showing the password`, async () => {
+      for (const [problem, uri, words] of problems()) {
+        const [, args, env] = commands(uri).find(([name]) => name === command) as readonly [
+          string,
+          readonly string[],
+          NodeJS.ProcessEnv?,
+        ];
+        const run = await runCli([...args], env);
+        const output = run.stdout + run.stderr;
+        expect(run.code, `${problem}: ${output}`).toBe(1);
+        expect(output, problem).toContain(words);
+        expect(output, problem).not.toContain('ADK API Server started');
+        for (const secret of [WRONG, encode(WRONG), 'wr/o#n', PASSWORD]) expect(output, problem).not.toContain(secret);
+        // The store is named, redacted.
+        const port = /:(\d+)\//.exec(`${uri.replace(/\?.*/, '')}/`)?.[1];
+        expect(output, problem).toContain(`127.0.0.1:${port}`);
+      }
+    }, 180_000);
+  }
+
+  it('the message of an unencoded password says to percent-encode it, and shows no part of the password', async () => {
+    const run = await runCli(['inspect', `redis://:${WRONG}@127.0.0.1:${guarded.port}/0`, '--app', 'a']);
+    expect(run.code).toBe(1);
+    expect(run.stderr).toContain('percent-encoded');
+    expect(run.stderr).toContain('redis://:***@127.0.0.1');
+    for (const part of ['wr/o', 'n?g', 'pw%']) expect(run.stderr).not.toContain(part);
+  });
+
+  it('a server that starts names its store, redacted, and where the URI came from', async () => {
+    const uri = `redis://:${encode(PASSWORD)}@127.0.0.1:${guarded.port}/3`;
+    for (const [args, env, origin] of [
+      [['--session_service_uri', uri], {}, ''],
+      [[], { DATABASE_URL: uri }, ' (from $DATABASE_URL)'],
+    ] as const) {
+      const port = await freePort();
+      const cli = await startCli(
+        ['api_server', AGENTS_DIR, '--host', '127.0.0.1', '--port', String(port), ...args],
+        port,
+        'with sessions in',
+        env,
+      );
+      try {
+        expect(cli.output()).toContain(`with sessions in redis://:***@127.0.0.1:${guarded.port}/3${origin}`);
+        expect(cli.output()).not.toContain(PASSWORD);
+        expect(cli.output()).not.toContain(encode(PASSWORD));
+        expect(cli.output()).not.toContain('warning');
+      } finally {
+        await cli.stop();
+      }
+    }
+    const port = await freePort();
+    const memory = await startCli(['api_server', AGENTS_DIR, '--port', String(port)], port, 'with sessions in', {
+      DATABASE_URL: '',
+    });
+    try {
+      expect(memory.output()).toContain(
+        'with sessions in memory:// (the default: sessions last only as long as this process)',
+      );
+    } finally {
+      await memory.stop();
+    }
+  }, 120_000);
+
+  it('--help shows the store $DATABASE_URL names, redacted', async () => {
+    const uri = `redis://me:${encode(PASSWORD)}@127.0.0.1:${guarded.port}/3`;
+    const run = await runCli(['web', '--help'], { DATABASE_URL: uri });
+    expect(run.code).toBe(0);
+    // The help wraps its lines: compare with the wrapping undone.
+    expect(run.stdout.replace(/\s+/g, ' ')).toContain(
+      `now $DATABASE_URL is redis://me:***@127.0.0.1:${guarded.port}/3`,
+    );
+    expect(run.stdout).not.toContain(encode(PASSWORD));
+  });
+
+  it('--host that is not a loopback address: a warning that says what ADK does not check', async () => {
+    // 192.0.2.1 is a documentation address no interface holds: the bind fails after the warning, nothing listens.
+    const run = await runCli(['api_server', AGENTS_DIR, '--host', '192.0.2.1', '--port', '0']);
+    expect(run.stderr).toContain('warning: --host 192.0.2.1 is not a loopback address');
+    expect(run.stderr).toContain('checks no Host header and no Origin');
+    expect(run.code).toBe(1);
+  });
+});
