@@ -1,0 +1,83 @@
+/**
+ * `waitForReplicas`: every write waits until enough replicas acknowledged it
+ * (Redis WAIT on the same connection). With its replica caught up, an
+ * acknowledged write is on the replica; with the replica frozen, a write
+ * fails in bounded time with `mayHaveApplied: true` (it is on the master
+ * only), and reads go on.
+ */
+import { randomUUID } from 'node:crypto';
+import { BackendError } from '@adk-state/core';
+import type { Session } from '@google/adk';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RedisSessionService } from '../src/index.js';
+import { sessionKeys } from '../src/keys.js';
+import { type RedisServer, startRedisServer, testEvent } from './support/index.js';
+
+describe('waitForReplicas on a server with one replica', () => {
+  let master: RedisServer;
+  let replica: RedisServer;
+  let client: Redis;
+  let replicaClient: Redis;
+  beforeAll(async () => {
+    master = await startRedisServer();
+    replica = await startRedisServer({ args: ['--replicaof', master.host, String(master.port)] });
+    client = new Redis(master.url);
+    replicaClient = new Redis(replica.url);
+    for (let attempt = 0; attempt < 400; attempt++) {
+      if ((await replicaClient.info('replication')).includes('master_link_status:up')) break;
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+  });
+  afterAll(async () => {
+    replica.resume();
+    client.disconnect();
+    replicaClient.disconnect();
+    await Promise.all([replica.stop(), master.stop()]);
+  });
+
+  it('refuses a wait for no replica or without a bound', () => {
+    for (const waitForReplicas of [{ replicas: 0, timeoutMs: 10 }, { replicas: 1, timeoutMs: 0 }, { replicas: 1 }, 3]) {
+      expect(() => new RedisSessionService({ client, waitForReplicas: waitForReplicas as never })).toThrow(
+        /waitForReplicas/,
+      );
+    }
+  });
+
+  it('an acknowledged write is on the replica; with the replica frozen, writes fail with mayHaveApplied and reads go on', async () => {
+    const keyPrefix = `replicas-${randomUUID().slice(0, 8)}:`;
+    const service = new RedisSessionService({
+      client,
+      keyPrefix,
+      waitForReplicas: { replicas: 1, timeoutMs: 300 },
+      timeoutMs: 5_000,
+    });
+    const appName = 'app';
+    const key = { appName, userId: 'u1', sessionId: 's1' };
+    const keys = sessionKeys(keyPrefix, appName, 'u1', 's1', 1);
+    let session = await service.createSession({ ...key, state: { n: 0 } });
+    for (let index = 1; index <= 20; index++) {
+      await service.appendEvent({ session, event: testEvent({ n: index, 'app:n': index }) });
+      // Acknowledged means replicated: the replica has it at once.
+      expect(await replicaClient.llen(keys.events)).toBe(index);
+    }
+
+    await replica.pause();
+    try {
+      const failure = await service.appendEvent({ session, event: testEvent({ n: 21 }) }).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      expect(failure).toBeInstanceOf(BackendError);
+      expect((failure as BackendError).mayHaveApplied).toBe(true);
+      expect((failure as Error).message).toMatch(/0 of 1 replica/);
+      // The master has it: the write was applied, only not replicated in time.
+      session = (await service.getSession(key)) as Session;
+      expect(session.state.n).toBe(21);
+    } finally {
+      replica.resume();
+    }
+    await service.appendEvent({ session, event: testEvent({ n: 22 }) });
+    expect(await replicaClient.llen(keys.events)).toBe(22);
+  });
+});
