@@ -136,6 +136,11 @@ describe('adk-state migrate', () => {
       expect(run.code).toBe(0);
       expect(run.stdout).toContain('copied 2 new and 0 updated sessions (12 events)');
       expect(run.stdout).toContain('verify: 0 differences');
+      // Back out of Firestore without --app: the store lists its apps.
+      const back = await runCli(['migrate', '--from', firestoreUri, '--to', `${redis.url}/9`, '--verify']);
+      expect(back.code, back.stdout + back.stderr).toBe(0);
+      expect(back.stdout).toContain('copied 2 new and 0 updated sessions (12 events)');
+      expect(back.stdout).toContain('verify: 0 differences');
       const target = await sessionServiceFromUri(firestoreUri);
       try {
         const [head] = (await target.listSessions({ appName: 'greeter', userId: 'ada' })).sessions;
@@ -186,15 +191,16 @@ describe('adk-state migrate', () => {
       });
 
       const dry = await runCli(['migrate', '--from', source.uri, '--to', target.uri, '--app', 'greeter', '--dry-run']);
-      expect(dry.code).toBe(0);
+      // 3: a conflict was left alone.
+      expect(dry.code).toBe(3);
       expect(dry.stdout).toContain('dry run: would copy 1 new and 1 updated sessions');
       expect(dry.stdout).toContain('1 conflicts left alone');
       expect((await target.service.listSessions({ appName: 'greeter' })).sessions).toHaveLength(2);
 
       run = await runCli(['migrate', '--from', source.uri, '--to', target.uri, '--app', 'greeter', '--verify']);
-      expect(run.code).toBe(0);
+      expect(run.code).toBe(3);
       expect(run.stdout).toContain('copied 1 new and 1 updated sessions');
-      expect(run.stdout).toContain(`conflict: bob/${bobHead?.id} is newer or different in the target`);
+      expect(run.stdout).toContain(`conflict: greeter/bob/${bobHead?.id} has writes of its own in the target`);
       expect(run.stdout).toContain('verify: 0 differences');
       const kept = await target.service.getSession({ appName: 'greeter', userId: 'bob', sessionId: bobHead?.id ?? '' });
       expect(kept?.events.at(-1)?.invocationId).toBe('target-only');
