@@ -159,5 +159,50 @@ describe('adk-state inspect', () => {
         expect(await cli.stop('SIGTERM')).toBe(0);
       }
     });
+
+    it("shows an error, not the previous session's timeline, when a session fails to load", async () => {
+      const service = new RedisSessionService({ url: redis.url });
+      const lone = 'lone \uD800 surrogate';
+      try {
+        await service.createSession({ appName: 'pages', userId: 'ada', sessionId: 'doomed' });
+        await service.createSession({ appName: 'pages', userId: 'ada', sessionId: lone });
+        const port = await freePort();
+        const cli = await startCli(
+          ['inspect', '--web', redis.url, '--app', 'pages', '--port', String(port)],
+          port,
+          'adk-state inspect: serving',
+        );
+        try {
+          browser ??= await launchBrowser();
+          const page = await loopbackPage(browser, 1400);
+          await page.goto(cli.url, { waitUntil: 'networkidle' });
+          const opened = page.locator('#detail');
+          // A session loads: its state shows.
+          await page.getByText('ada / doomed').click();
+          await expect.poll(() => opened.textContent(), { timeout: 15_000 }).toContain('State');
+          await expect.poll(() => opened.getAttribute('class'), { timeout: 15_000 }).not.toBe('error');
+
+          // Deleted since the listing: the page says so, and shows no timeline.
+          await service.deleteSession({ appName: 'pages', userId: 'ada', sessionId: 'doomed' });
+          await page.getByText('ada / doomed').click();
+          await expect
+            .poll(() => opened.textContent(), { timeout: 15_000 })
+            .toContain('Could not load session ada / doomed: no such session');
+          expect(await opened.getAttribute('class')).toBe('error');
+          expect(await page.locator('tr.event').count()).toBe(0);
+
+          // An id the page cannot even put in a URL: an error too, not what was there before.
+          await page.locator('li.session').filter({ hasText: 'lone' }).click();
+          await expect
+            .poll(() => opened.textContent(), { timeout: 15_000 })
+            .toContain('Could not load session ada / lone');
+          expect(await opened.getAttribute('role')).toBe('alert');
+        } finally {
+          expect(await cli.stop('SIGTERM')).toBe(0);
+        }
+      } finally {
+        await service.close();
+      }
+    });
   });
 });
