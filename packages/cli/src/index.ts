@@ -5,21 +5,30 @@
  * @packageDocumentation
  */
 
+export { checkStore, DEFAULT_CHECK_TIMEOUT_MS, StoreCheckError, type StoreProblem } from './check.js';
 export { type Inspector, type InspectQuery, inspectText, serveInspector } from './inspect.js';
 export {
+  type ConflictPolicy,
+  changesOf,
   compareCopies,
+  conflictsLeft,
   copyAll,
   type Difference,
   decide,
+  lastWriteOf,
+  listApps,
   type MigrateOptions,
   type MigrateProgress,
   type MigrateReport,
   migrate,
   migrationSucceeded,
+  type ScopeOutcome,
   type SessionDecision,
+  type Stop,
 } from './migrate.js';
 export { MissingPackageError } from './packages.js';
-export { createProgram, type ProgramIo } from './program.js';
+export { createProgram, EXIT_CODES, type ProgramIo } from './program.js';
+export { Redactor } from './redact.js';
 export { type LogLevelName, type RunningServer, type ServerOptions, startServer } from './server.js';
 export {
   buildTimeline,
