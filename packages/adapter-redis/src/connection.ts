@@ -26,6 +26,8 @@ export interface CommandClient {
   readonly status?: string;
   /** True for a `Cluster`. */
   readonly isCluster?: boolean;
+  /** The client's options (ioredis's `options.db` is the database it selects on every connect). */
+  readonly options?: { db?: unknown };
   /** Commands sent together, on one connection (on a `Cluster`, to the node of their keys). */
   pipeline?(commands: Array<Array<string | number>>): { exec(): Promise<Array<[Error | null, unknown]> | null> };
   on?(event: string, listener: (...args: unknown[]) => void): unknown;
@@ -143,6 +145,12 @@ export class Connection {
    * ioredis would send it to database 0.
    */
   #refused: Error | undefined;
+  /**
+   * For our own client with a database index other than 0: the first
+   * command waits for an explicit `SELECT` of it, because ioredis sends
+   * commands on in database 0 when its own `SELECT` on connect is refused.
+   */
+  #database: Promise<void> | undefined;
 
   /**
    * @param own True for a client the service created: it gets lasting
@@ -155,6 +163,19 @@ export class Connection {
     this.#client = client;
     this.#ready = readyCounter(client);
     if (own) {
+      const db = client.options?.db;
+      if (typeof db === 'number' && db !== 0 && client.isCluster !== true) {
+        this.#database = client.call('select', [db]).then(
+          () => {
+            this.#database = undefined;
+          },
+          (error: unknown) => {
+            // Only the server's "no such database" is kept; any other failure shows on the command itself.
+            if (refusalKind(error) === 'unknown-database') this.#refused = error as Error;
+            else this.#database = undefined;
+          },
+        );
+      }
       client.on?.('error', (error: unknown) => {
         if (error instanceof Error) this.#lastError = error;
         if (refusalKind(error) === 'unknown-database') this.#refused = error as Error;
@@ -176,8 +197,12 @@ export class Connection {
     if (call?.signal.aborted) {
       throw new BackendError(step.operation, new CommandAbandoned(), { mayHaveApplied: false, timedOut: true });
     }
+    if (this.#database) await untilAbandoned(this.#database, call).catch(() => {});
     if (this.#refused) {
       throw new BackendError(step.operation, this.#refused, { kind: 'unknown-database' });
+    }
+    if (call?.signal.aborted) {
+      throw new BackendError(step.operation, new CommandAbandoned(), { mayHaveApplied: false, timedOut: true });
     }
     if (this.#client.status === 'end') {
       throw new BackendError(step.operation, new Error('Connection is closed (the client has ended)'), {
