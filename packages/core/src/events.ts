@@ -4,7 +4,7 @@
  */
 import { createEvent, type Event } from '@google/adk';
 import { InvalidArgumentError } from './errors.js';
-import { findNonJson, type JsonRules, MAX_VALUE_DEPTH } from './values.js';
+import { encodeChecked, type JsonRules, MAX_VALUE_DEPTH } from './values.js';
 
 /**
  * How an event is checked before it is stored: as `JSON.stringify` sees it,
@@ -61,16 +61,17 @@ export function takeTempEntries(event: Event, temp: ReadonlyMap<string, unknown>
  * past the depth limit. An `undefined` property is left out, as JSON does.
  */
 export function encodeEvent(event: Event): StoredEvent {
-  const found = findNonJson(event, EVENT_RULES);
-  if (found) throw new InvalidArgumentError(`event at ${found.path}`, `${found.problem}; events are stored as JSON`);
-  let json: string;
+  let encoded: ReturnType<typeof encodeChecked>;
   try {
-    json = JSON.stringify(event);
+    encoded = encodeChecked(event, EVENT_RULES);
   } catch (cause) {
     const reason = cause instanceof Error ? cause.message : String(cause);
     throw new InvalidArgumentError('event', `cannot be stored as JSON (${reason})`);
   }
-  return { id: event.id, timestamp: event.timestamp, json };
+  if (!('json' in encoded)) {
+    throw new InvalidArgumentError(`event at ${encoded.path}`, `${encoded.problem}; events are stored as JSON`);
+  }
+  return { id: event.id, timestamp: event.timestamp, json: encoded.json };
 }
 
 /** Rebuilds a real ADK event (marked by `createEvent`) from its stored form. */

@@ -3,7 +3,7 @@
  * the app, `user:` keys to the user, `temp:` keys to the current invocation
  * only, and every other key to the session.
  */
-import { assertJsonValue, decodeValue, defineEntry, encodeValue } from './values.js';
+import { decodeEntries, decodeValue, defineEntry, encodeStateValue } from './values.js';
 
 export const APP_PREFIX = 'app:';
 export const USER_PREFIX = 'user:';
@@ -44,9 +44,8 @@ export function splitState(state: Record<string, unknown> | undefined): ScopedWr
       writes.temp.set(key, value);
       continue;
     }
-    assertJsonValue(key, value);
     const [bucket, bucketKey] = storedPlace(writes, scope, key);
-    bucket.set(bucketKey, encodeValue(value));
+    bucket.set(bucketKey, encodeStateValue(key, value));
   }
   return writes;
 }
@@ -67,9 +66,8 @@ function storedPlace(writes: ScopedWrites, scope: 'app' | 'user' | 'session', ke
 
 /** Decodes one bucket into a fresh plain object of un-prefixed keys. */
 export function bucketToObject(bucket: Bucket | undefined): Record<string, unknown> {
-  const result: Record<string, unknown> = {};
-  if (bucket) for (const [key, text] of bucket) defineEntry(result, key, decodeValue(text));
-  return result;
+  if (!bucket) return {};
+  return decodeEntries([...bucket.keys()], [...bucket.values()]) ?? decodeOneByOne(bucket, undefined, undefined);
 }
 
 /**
@@ -81,6 +79,29 @@ export function combineState(
   user: Bucket | undefined,
   app: Bucket | undefined,
 ): Record<string, unknown> {
+  const keys: string[] = [];
+  const texts: string[] = [];
+  for (const [key, text] of session) {
+    keys.push(key);
+    texts.push(text);
+  }
+  if (app) {
+    for (const [key, text] of app) {
+      keys.push(APP_PREFIX + key);
+      texts.push(text);
+    }
+  }
+  if (user) {
+    for (const [key, text] of user) {
+      keys.push(USER_PREFIX + key);
+      texts.push(text);
+    }
+  }
+  return decodeEntries(keys, texts) ?? decodeOneByOne(session, user, app);
+}
+
+/** {@link combineState} value by value: a bad stored text fails alone, and a later key wins. */
+function decodeOneByOne(session: Bucket, user: Bucket | undefined, app: Bucket | undefined): Record<string, unknown> {
   const state: Record<string, unknown> = {};
   for (const [key, text] of session) defineEntry(state, key, decodeValue(text));
   if (app) for (const [key, text] of app) defineEntry(state, APP_PREFIX + key, decodeValue(text));

@@ -243,7 +243,7 @@ export class StateSessionService extends BaseSessionService {
     const deadline = new Deadline(this.#timeoutMs);
     let expectedRevision: number;
     try {
-      for (const stateKey of await this.#supersededKeys(session, event)) dropWrite(writes, stateKey);
+      for (const stateKey of this.#supersededKeys(session, event, writes)) dropWrite(writes, stateKey);
       expectedRevision = await this.#store(session, key, event, writes, deadline);
     } catch (error) {
       // The record of stored writes may now hold this event's: start it afresh.
@@ -276,20 +276,28 @@ export class StateSessionService extends BaseSessionService {
    * two parallel branches whose events are appended in the other order).
    * ADK applies that rule to the caller's `session.state`; storing such a
    * write anyway would let a reload show the older value. The rule is read
-   * by letting ADK's own `appendEvent` apply the delta to a record of what
-   * was stored through this object (ADK keeps the marks private); a key it
-   * leaves alone is not stored. Deltas without marks (built by hand) are
-   * never superseded.
+   * by letting ADK apply the delta to a record of what was stored through
+   * this object (ADK keeps the marks private); a key it leaves alone is not
+   * stored. Deltas without marks (built by hand) are never superseded, but
+   * their writes are recorded, as ADK records them on the session's state.
+   * Costs one step per key of the delta, whatever the size of the state.
    */
-  async #supersededKeys(session: Session, event: Event): Promise<string[]> {
+  #supersededKeys(session: Session, event: Event, writes: ScopedWrites): readonly string[] {
     const delta = event.actions?.stateDelta as Record<string, unknown> | undefined;
-    if (!delta) return [];
-    const record = this.#storedWrites.get(session) ?? (Object.create(null) as Record<string, unknown>);
-    this.#storedWrites.set(session, record);
-    // ADK's appendEvent replaces `actions.stateDelta` with a copy: give it copies of the event and its actions.
-    const probe = { ...event, actions: { ...event.actions } } as Event;
-    await super.appendEvent({ session: { ...session, state: record, events: [] }, event: probe });
-    return Object.keys(delta).filter((stateKey) => !Object.is(record[stateKey], delta[stateKey]));
+    if (!delta || writes.session.size + writes.user.size + writes.app.size === 0) return [];
+    let record = this.#storedWrites.get(session);
+    if (!record) {
+      record = Object.create(null) as Record<string, unknown>;
+      this.#storedWrites.set(session, record);
+    }
+    applyWithWriteOrder(this, record, event);
+    let superseded: string[] | undefined;
+    for (const stateKey of Object.keys(delta)) {
+      if (Object.is(record[stateKey], delta[stateKey])) continue;
+      if (!superseded) superseded = [];
+      superseded.push(stateKey);
+    }
+    return superseded ?? NONE;
   }
 
   /** Stores the event under the revision check; returns the revision it was built on. */
@@ -523,7 +531,7 @@ export class StateSessionService extends BaseSessionService {
   ): Promise<T> {
     const deadline = shared ?? new Deadline(this.#timeoutMs);
     try {
-      return await deadline.run(usage ? (call) => run({ signal: call.signal, deadline: call.deadline, usage }) : run);
+      return await deadline.run(usage ? () => run(deadline.withUsage(usage)) : run);
     } catch (error) {
       if (error instanceof AdkStateError) throw error;
       const write = kind === WRITE;
@@ -535,6 +543,33 @@ export class StateSessionService extends BaseSessionService {
       if (!shared) deadline.dispose();
     }
   }
+}
+
+/** No key superseded (shared, never changed). */
+const NONE: readonly string[] = [];
+
+/**
+ * ADK's own application of an event's delta to a state, with its write-order
+ * rules: `BaseSessionService`'s `updateSessionState`, which applies the delta
+ * as it is, synchronously, leaving the event alone.
+ */
+const updateSessionState = (
+  BaseSessionService.prototype as unknown as {
+    updateSessionState?: (this: BaseSessionService, request: { session: Session; event: Event }) => void;
+  }
+).updateSessionState;
+
+function applyWithWriteOrder(service: BaseSessionService, state: Record<string, unknown>, event: Event): void {
+  const session = { state, events: [] } as unknown as Session;
+  if (typeof updateSessionState === 'function') {
+    updateSessionState.call(service, { session, event });
+    return;
+  }
+  // Without that method: the same rules through ADK's public appendEvent, on copies of the event and its actions.
+  BaseSessionService.prototype.appendEvent.call(service, {
+    session,
+    event: { ...event, actions: { ...event.actions } } as Event,
+  });
 }
 
 /** Whether a store step writes (its failure may leave the write applied) or only reads. */

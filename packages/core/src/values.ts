@@ -21,8 +21,77 @@ export const MAX_VALUE_DEPTH = 512;
 
 /** Throws {@link StateValueError} unless `value` is a JSON value; `key` is the state key it belongs to. */
 export function assertJsonValue(key: string, value: unknown): asserts value is JsonValue {
+  if (keepsRules(value, STATE_RULES, 0)) return;
   const found = findNonJson(value, STATE_RULES);
   if (found) throw new StateValueError(key, found.path, found.problem);
+}
+
+/**
+ * The stored text of a state value, checked on the way: {@link StateValueError}
+ * (naming `key` and the path inside the value) unless it is a JSON value.
+ */
+export function encodeStateValue(key: string, value: unknown): string {
+  assertJsonValue(key, value);
+  return JSON.stringify(value);
+}
+
+/**
+ * The JSON text of `value` under `rules`, or the first place where it breaks
+ * them. The check is one tight pass beside the native encoder; the walk
+ * that names the path ({@link findNonJson}) runs only for a value that fails.
+ */
+export function encodeChecked(value: unknown, rules: JsonRules): { json: string } | JsonProblem {
+  if (!keepsRules(value, rules, 0)) {
+    const found = findNonJson(value, rules);
+    if (found) return found;
+  }
+  return { json: JSON.stringify(value) };
+}
+
+/**
+ * Whether `value` keeps the rules: the same verdict as {@link findNonJson},
+ * without a record per value visited. Recursive, bounded by the depth limit
+ * (a few hundred frames), which also stops it on a reference cycle.
+ */
+function keepsRules(value: unknown, rules: JsonRules, depth: number): boolean {
+  switch (typeof value) {
+    case 'string':
+    case 'boolean':
+      return true;
+    case 'number':
+      return Number.isFinite(value);
+    case 'object':
+      if (value === null) return true;
+      break;
+    default:
+      return false;
+  }
+  if (depth >= rules.maxDepth) return false;
+  const next = depth + 1;
+  if (Array.isArray(value)) {
+    if (!rules.asStringified && Object.getPrototypeOf(value) !== Array.prototype) return false;
+    for (let index = 0; index < value.length; index++) {
+      if (!(index in value) || !keepsRules(value[index], rules, next)) return false;
+    }
+    return true;
+  }
+  const object = value as Record<string, unknown>;
+  if (rules.asStringified) {
+    if (typeof object.toJSON === 'function') return true;
+    for (const name of Object.keys(object)) {
+      const child = object[name];
+      if (child !== undefined && !keepsRules(child, rules, next)) return false;
+    }
+    return true;
+  }
+  const proto = Object.getPrototypeOf(object);
+  if (proto !== Object.prototype && proto !== null) return false;
+  if (Object.getOwnPropertySymbols(object).length > 0) return false;
+  for (const name of Object.keys(object)) {
+    const descriptor = Object.getOwnPropertyDescriptor(object, name);
+    if (descriptor === undefined || 'get' in descriptor || !keepsRules(descriptor.value, rules, next)) return false;
+  }
+  return true;
 }
 
 /** Where a value breaks the JSON rules, and how. */
@@ -186,6 +255,33 @@ export function encodeValue(value: JsonValue): string {
  */
 export function decodeValue(text: string): JsonValue {
   return JSON.parse(text) as JsonValue;
+}
+
+/**
+ * A fresh plain object of the given keys and their stored texts, in order.
+ * The texts are decoded by one parse of them all, as one array, and the
+ * values set by plain assignment (a property definition only for a key the
+ * object would otherwise inherit, such as `__proto__`): about the cost of an
+ * assignment per key. `undefined` unless the parse gives exactly one value
+ * per text (a stored text that is not one JSON value): the caller then
+ * decodes text by text, so that the bad one fails alone.
+ */
+export function decodeEntries(keys: readonly string[], texts: readonly string[]): Record<string, unknown> | undefined {
+  const result: Record<string, unknown> = {};
+  if (keys.length === 0) return result;
+  let values: unknown;
+  try {
+    values = JSON.parse(`[${texts.join(',')}]`);
+  } catch {
+    return undefined;
+  }
+  if (!Array.isArray(values) || values.length !== keys.length) return undefined;
+  for (let index = 0; index < keys.length; index++) {
+    const key = keys[index] as string;
+    if (key in result) defineEntry(result, key, values[index]);
+    else result[key] = values[index];
+  }
+  return result;
 }
 
 /**

@@ -158,4 +158,33 @@ describe('the deadline of every call', () => {
     expect(seen?.deadline).toBeLessThanOrEqual(Date.now() + 5_000);
     expect(seen?.signal.aborted).toBe(false);
   });
+
+  it('calls begun at different moments each end at their own deadline; a call that settled is never aborted later', async () => {
+    const calls: StoreCall[] = [];
+    const service = new StateSessionService(
+      storeAnswering((method, call) => {
+        if (call) calls.push(call);
+        // App state answers at once; everything else never answers.
+        return method === 'readAppState' ? Promise.resolve(new Map()) : new Promise(() => {});
+      }),
+      { timeoutMs: 60 },
+    );
+    const started = Date.now();
+    type Outcome = { error: BackendError; at: number };
+    const settle = (error: unknown): Outcome => ({ error: error as BackendError, at: Date.now() - started });
+    const first = service.getUserState(key).then(() => undefined, settle);
+    await service.getAppState({ appName: 'a' });
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    const second = service.getUserState(key).then(() => undefined, settle);
+    const [early, late] = await Promise.all([first, second]);
+    expect(early?.error.timedOut).toBe(true);
+    expect(late?.error.timedOut).toBe(true);
+    expect(late?.at).toBeGreaterThanOrEqual((early?.at ?? 0) + 20);
+    const settled = calls[1] as StoreCall;
+    await new Promise((resolve) => setTimeout(resolve, 80));
+    // The signal of the call that settled, first read after every deadline has passed.
+    expect(settled.signal.aborted).toBe(false);
+    expect((calls[0] as StoreCall).signal.aborted).toBe(true);
+    expect((calls[2] as StoreCall).signal.aborted).toBe(true);
+  });
 });

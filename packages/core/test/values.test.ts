@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { InvalidArgumentError, MAX_VALUE_DEPTH, StateValueError } from '../src/index.js';
 import { combineState } from '../src/scopes.js';
 import { assertJsonValue, assertPositiveNumber, expiryOf, findNonJson, splitState } from '../src/store-kit.js';
+import { encodeChecked } from '../src/values.js';
 
 function rejection(value: unknown): { path: string; message: string } {
   try {
@@ -133,5 +134,99 @@ describe('expiryOf', () => {
     for (const value of [0, -1, 101, Number.NaN, Number.POSITIVE_INFINITY, '5', null]) {
       expect(refused({ expireAfterCreateSeconds: value }).argument).toBe('expireAfterCreateSeconds');
     }
+  });
+});
+
+describe('the quick check gives the same verdict as the walk that names the path', () => {
+  const cyclic: Record<string, unknown> = { a: 1 };
+  cyclic.self = cyclic;
+  const withGetter = Object.defineProperty({}, 'x', { get: () => 1, enumerable: true });
+  const withSymbol = { [Symbol('s')]: 1, a: 1 };
+  class Thing {
+    x = 1;
+  }
+  class List extends Array {}
+  const deep = (levels: number): unknown => {
+    let value: unknown = 1;
+    for (let i = 0; i < levels; i++) value = [value];
+    return value;
+  };
+  const values: unknown[] = [
+    null,
+    1,
+    'x',
+    true,
+    Number.NaN,
+    Number.POSITIVE_INFINITY,
+    undefined,
+    10n,
+    Symbol('x'),
+    () => 1,
+    new Array(2),
+    [undefined],
+    { a: undefined },
+    cyclic,
+    withGetter,
+    withSymbol,
+    new Thing(),
+    List.from([1]),
+    new Date(0),
+    { toJSON: () => 1 },
+    deep(MAX_VALUE_DEPTH),
+    deep(MAX_VALUE_DEPTH + 1),
+    { a: [{ b: { c: -0 } }] },
+    Object.create(null),
+    { __proto__: null, x: [1] },
+  ];
+  for (const asStringified of [false, true]) {
+    it(`under ${asStringified ? 'the event rules' : 'the state rules'}`, () => {
+      const rules = { maxDepth: MAX_VALUE_DEPTH, asStringified };
+      for (const value of values) {
+        const problem = findNonJson(value, rules);
+        const encoded = encodeChecked(value, rules);
+        if (problem) expect(encoded).toEqual(problem);
+        else expect(encoded).toEqual({ json: JSON.stringify(value) });
+        if (!asStringified) {
+          if (problem) expect(() => assertJsonValue('k', value)).toThrow(StateValueError);
+          else expect(() => assertJsonValue('k', value)).not.toThrow();
+        }
+      }
+    });
+  }
+});
+
+describe('the combined state, decoded in one parse', () => {
+  it('keeps order, makes __proto__ an own key, and gives fresh copies on every call', () => {
+    const session = new Map([
+      ['__proto__', '{"polluted":true}'],
+      ['b', '[1,2]'],
+    ]);
+    const app = new Map([['k', '"v"']]);
+    const user = new Map([['n', '{"deep":{"x":1}}']]);
+    const first = combineState(session, user, app);
+    expect(Object.keys(first)).toEqual(['__proto__', 'b', 'app:k', 'user:n']);
+    expect(Object.getPrototypeOf(first)).toBe(Object.prototype);
+    expect(Object.getOwnPropertyDescriptor(first, '__proto__')?.value).toEqual({ polluted: true });
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+    const second = combineState(session, user, app);
+    expect(second['user:n']).toEqual(first['user:n']);
+    expect(second['user:n']).not.toBe(first['user:n']);
+  });
+
+  it('a stored text that is not one JSON value fails alone, and cannot add or replace a key', () => {
+    expect(
+      combineState(
+        new Map([
+          ['a', '1'],
+          ['b', '"x"'],
+        ]),
+        undefined,
+        undefined,
+      ),
+    ).toEqual({ a: 1, b: 'x' });
+    expect(() => combineState(new Map([['a', '1,"b":2']]), undefined, undefined)).toThrow(SyntaxError);
+    expect(() => combineState(new Map([['a', '1,"a":2']]), undefined, undefined)).toThrow(SyntaxError);
+    expect(() => combineState(new Map([['a', '{']]), undefined, undefined)).toThrow(SyntaxError);
+    expect(() => combineState(new Map([['a', '1,2']]), undefined, new Map([['b', '3']]))).toThrow(SyntaxError);
   });
 });
