@@ -629,22 +629,28 @@ export class FirestoreStore implements SessionStore {
     call: StoreCall | undefined,
     run: (tx: Transaction) => Promise<T>,
   ): Promise<T> {
-    let committed = false;
-    try {
-      return await this.firestore.runTransaction(
-        async (tx) => {
-          checkCall(call);
-          const result = await withoutDeadline(() => run(tx));
-          checkCall(call);
-          // The client sends the commit as soon as this returns.
-          committed = true;
-          return result;
-        },
-        { maxAttempts: this.#maxAttempts },
-      );
-    } catch (error) {
-      if (committed || isAdkStateError(error)) throw error;
-      throw new BackendError(operation, error, { mayHaveApplied: false });
+    for (let attempt = 1; ; attempt++) {
+      let committed = false;
+      try {
+        return await this.firestore.runTransaction(
+          async (tx) => {
+            checkCall(call);
+            const result = await withoutDeadline(() => run(tx));
+            checkCall(call);
+            // The client sends the commit as soon as this returns.
+            committed = true;
+            return result;
+          },
+          { maxAttempts: this.#maxAttempts },
+        );
+      } catch (error) {
+        if (committed || isAdkStateError(error)) throw error;
+        // Under contention the server may end a transaction before its commit (the emulator answers
+        // INVALID_ARGUMENT "Transaction is invalid or closed", which the client does not retry):
+        // nothing was written, so it starts again, as an aborted one would.
+        if (attempt < this.#maxAttempts && isClosedTransaction(error)) continue;
+        throw new BackendError(operation, error, { mayHaveApplied: false });
+      }
     }
   }
 
@@ -809,4 +815,13 @@ function toRecord(head: SessionDocument): SessionRecord {
     revision: head.revision,
     state: decodeState(head.state),
   };
+}
+
+/** The server ended the transaction before its commit (gRPC INVALID_ARGUMENT, "Transaction is invalid or closed"). */
+function isClosedTransaction(error: unknown): boolean {
+  return (
+    error instanceof Error &&
+    (error as { code?: unknown }).code === 3 &&
+    /transaction is invalid or closed/i.test(error.message)
+  );
 }

@@ -6,6 +6,7 @@ import { events } from './events.js';
 import { hostile } from './hostile.js';
 import { identity } from './identity.js';
 import { importing } from './import.js';
+import { incarnations } from './incarnations.js';
 import { limits } from './limits.js';
 import { listing } from './listing.js';
 import { outage } from './outage.js';
@@ -32,6 +33,7 @@ export const allGroups: readonly Group[] = [
   rejected,
   limits,
   durability,
+  incarnations,
   outage,
   runtime,
 ];
