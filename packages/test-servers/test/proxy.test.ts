@@ -258,3 +258,38 @@ describe.runIf(await hasRedisServer())('one proxy per node of a cluster', () => 
     }
   });
 });
+
+describe.runIf(await hasRedisServer())('proxies in front of a cluster with replicas', () => {
+  it('the ioredis Cluster follows a failover through the proxies', async () => {
+    const cluster = await startRedisCluster({ masters: 3, replicas: 1, nodeTimeoutMs: 1_000 });
+    const proxies = await startClusterProxies(cluster.nodes);
+    const client = new Cluster(proxies.startupNodes, { natMap: proxies.natMap });
+    try {
+      expect(await client.set('{x}key', 'before')).toBe('OK');
+      const master = await cluster.masterForKey('{x}key');
+      // WAIT counts the replicas that have this connection's writes: make sure the replica has the key.
+      const direct = new Redis(master.port, '127.0.0.1');
+      try {
+        expect(await direct.set('{x}key', 'before')).toBe('OK');
+        expect(await direct.call('wait', '1', '20000')).toBe(1);
+      } finally {
+        direct.disconnect();
+      }
+      const killed = await cluster.killMaster(master);
+      const promoted = await cluster.waitForFailover(killed);
+      const before = proxies.proxyFor(promoted.port).stats.bytesToServer;
+      // The first command after the kill may meet the dead connection; the client then learns the new map.
+      await eventually(
+        async () => (await client.get('{x}key').catch(() => undefined)) === 'before',
+        'the client reads the key from the promoted replica',
+      );
+      expect(proxies.proxyFor(promoted.port).stats.bytesToServer).toBeGreaterThan(before);
+      const proxyPorts = proxies.proxies.map((proxy) => proxy.port);
+      for (const node of client.nodes('all')) expect(proxyPorts).toContain(node.options.port);
+    } finally {
+      client.disconnect();
+      await proxies.close();
+      await cluster.stop();
+    }
+  });
+});
