@@ -12,6 +12,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { BackendError } from '@adk-state/core';
+import { startProxy } from '@adk-state/test-servers/proxy';
 import type { Session } from '@google/adk';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -161,6 +162,37 @@ describe('app: keys through the outbox (single server, one slot per script)', ()
     expect(((await other.getSession(key)) as Session).state['app:motto']).toBe('third');
   });
 
+  it('an apply held back in the network (a loopback TCP proxy) until a reader applied its entry, the session was deleted and another write acknowledged, changes nothing when it arrives', async () => {
+    const port = Number(new URL(inject('redisUrl')).port);
+    const proxy = await startProxy({ target: port });
+    const proxied = new Redis(`redis://${proxy.address}`);
+    try {
+      const writer = service({ client: proxied, timeoutMs: 20_000 });
+      const other = service();
+      // Load the scripts, so that the apply goes as EVALSHA <sha>.
+      const warm = await writer.createSession({ appName: `warm-${randomUUID()}`, userId: 'u', state: { 'app:w': 1 } });
+      await writer.appendEvent({ session: warm, event: testEvent({ 'app:w': 2 }) });
+
+      const appName = `app-${randomUUID()}`;
+      const key = { appName, userId: 'ada', sessionId: 's1' };
+      const session = await writer.createSession(key);
+      proxy.hold(SCRIPT_SHAS.apply as string);
+      const appending = writer.appendEvent({ session, event: testEvent({ 'app:motto': 'first' }) });
+      await proxy.untilHeld();
+      expect(((await other.getSession(key)) as Session).state['app:motto']).toBe('first');
+      await other.deleteSession(key);
+      const grace = await other.createSession({ appName, userId: 'grace', sessionId: 'g1' });
+      await other.appendEvent({ session: grace, event: testEvent({ 'app:motto': 'second' }) });
+      expect(await other.getAppState({ appName })).toEqual({ motto: 'second' });
+      proxy.release();
+      await appending;
+      expect(await other.getAppState({ appName })).toEqual({ motto: 'second' });
+    } finally {
+      proxied.disconnect();
+      await proxy.close();
+    }
+  });
+
   it('a service that applied writes of a session id keeps working after the id is deleted and created again elsewhere', async () => {
     const appName = `app-${randomUUID()}`;
     const key = { appName, userId: 'ada', sessionId: 's1' };
@@ -180,6 +212,34 @@ describe('app: keys through the outbox (single server, one slot per script)', ()
       expect(((await reader.getSession(key)) as Session).state).toEqual({ 'app:n': 5, 'app:m': 2 });
       expect(await reader.getAppState({ appName })).toEqual({ n: 5, m: 2 });
     }
+  });
+
+  it('a session that expired and is created again under the same id, by another service, reads and writes as new; no record grows with expired sessions', async () => {
+    const appName = `app-${randomUUID()}`;
+    const key = { appName, userId: 'ada', sessionId: 's1' };
+    const first = service({ expireAfterIdleSeconds: 0.2 });
+    const second = service({ expireAfterIdleSeconds: 0.2 });
+    for (let life = 1; life <= 3; life++) {
+      const writer = life % 2 === 1 ? first : second;
+      const session = await writer.createSession({ ...key, state: { life } });
+      for (let n = 1; n <= 3; n++)
+        await writer.appendEvent({ session, event: testEvent({ n, 'app:life': life * 10 + n }) });
+      for (const reader of [first, second]) {
+        const loaded = (await reader.getSession(key)) as Session;
+        expect(loaded.events).toHaveLength(3);
+        expect(loaded.state).toEqual({ life, n: 3, 'app:life': life * 10 + 3 });
+      }
+      // Expiry: the session and its events go; the app state stays.
+      for (let attempt = 0; attempt < 200 && (await first.getSession(key)) !== undefined; attempt++) {
+        await new Promise((resolve) => setTimeout(resolve, 25));
+      }
+      expect(await first.getSession(key)).toBeUndefined();
+      expect(await second.getAppState({ appName })).toEqual({ life: life * 10 + 3 });
+    }
+    const { outboxes, marks } = await records(appName);
+    // One shard, one mark; its outbox holds at most the entries of the last seconds, never one per session.
+    expect(Object.keys(marks)).toHaveLength(1);
+    expect(outboxes.filter((fields) => Object.keys(fields).length > 0)).toHaveLength(1);
   });
 
   it('a read whose app bucket is newer than its session read reads again: never the app half of a later append', async () => {
