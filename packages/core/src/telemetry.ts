@@ -4,7 +4,7 @@
  * without an SDK registered, nothing is recorded and nothing is paid beyond
  * one check per call.
  */
-import type { Attributes, Span, Tracer } from '@opentelemetry/api';
+import type { Attributes, Tracer } from '@opentelemetry/api';
 import { isAdkStateError } from './errors.js';
 
 /** How the service reports its store calls as OpenTelemetry spans. */
@@ -87,50 +87,49 @@ export class Telemetry {
    * (`exists`, `missing`, `stale`; a stale answer is retried under
    * `onStale: 'reload'`, in a span of its own).
    */
-  async trace<T>(
-    operation: string,
-    target: CallTarget,
-    step: (usage: StoreUsage | undefined) => Promise<T>,
-  ): Promise<T> {
-    if (!this.#enabled) return step(undefined);
-    if (api === undefined) await loadApi();
-    if (!api) return step(undefined);
+  trace<T>(operation: string, target: CallTarget, step: (usage: StoreUsage | undefined) => Promise<T>): Promise<T> {
+    if (!this.#enabled || api === null) return step(undefined);
+    if (api === undefined) return loadApi().then(() => this.trace(operation, target, step));
     this.#tracer ??= api.trace.getTracer(TRACER_NAME);
     const otel = api;
-    return this.#tracer.startActiveSpan(
-      `adk-state ${operation}`,
-      { kind: otel.SpanKind.CLIENT, attributes: this.#attributes(operation, target) },
-      async (span: Span) => {
-        const usage: StoreUsage = { roundTrips: 0, bytes: 0 };
-        try {
-          const result = await step(usage);
-          const refused = refusalOf(result);
-          if (refused) {
-            // The store answered, and said no: the caller gets the typed error of this code.
-            span.setAttributes({ 'adk_state.outcome': refused.outcome, 'error.type': refused.code });
-            span.setStatus({ code: otel.SpanStatusCode.ERROR, message: refused.code });
-          } else {
-            span.setAttribute('adk_state.outcome', 'ok');
-          }
-          return result;
-        } catch (error) {
-          const code = isAdkStateError(error) ? error.code : 'UNKNOWN';
-          span.setAttributes({ 'adk_state.outcome': 'error', 'error.type': code });
-          const backend = error as { mayHaveApplied?: unknown; timedOut?: unknown };
-          if (typeof backend.mayHaveApplied === 'boolean') {
-            span.setAttribute('adk_state.may_have_applied', backend.mayHaveApplied);
-          }
-          if (backend.timedOut === true) span.setAttribute('adk_state.timed_out', true);
-          if (error instanceof Error) span.recordException(error);
-          span.setStatus({ code: otel.SpanStatusCode.ERROR, message: code });
-          throw error;
-        } finally {
-          if (usage.roundTrips > 0) span.setAttribute('adk_state.round_trips', usage.roundTrips);
-          if (usage.bytes > 0) span.setAttribute('adk_state.bytes', usage.bytes);
-          span.end();
+    const span = this.#tracer.startSpan(`adk-state ${operation}`, {
+      kind: otel.SpanKind.CLIENT,
+      attributes: this.#attributes(operation, target),
+    });
+    if (!span.isRecording() && !otel.trace.isSpanContextValid(span.spanContext())) {
+      // No SDK registered (a no-op span with no trace to carry on): nothing to record or to pass down.
+      return step(undefined);
+    }
+    return otel.context.with(otel.trace.setSpan(otel.context.active(), span), async () => {
+      const usage: StoreUsage = { roundTrips: 0, bytes: 0 };
+      try {
+        const result = await step(usage);
+        const refused = refusalOf(result);
+        if (refused) {
+          // The store answered, and said no: the caller gets the typed error of this code.
+          span.setAttributes({ 'adk_state.outcome': refused.outcome, 'error.type': refused.code });
+          span.setStatus({ code: otel.SpanStatusCode.ERROR, message: refused.code });
+        } else {
+          span.setAttribute('adk_state.outcome', 'ok');
         }
-      },
-    );
+        return result;
+      } catch (error) {
+        const code = isAdkStateError(error) ? error.code : 'UNKNOWN';
+        span.setAttributes({ 'adk_state.outcome': 'error', 'error.type': code });
+        const backend = error as { mayHaveApplied?: unknown; timedOut?: unknown };
+        if (typeof backend.mayHaveApplied === 'boolean') {
+          span.setAttribute('adk_state.may_have_applied', backend.mayHaveApplied);
+        }
+        if (backend.timedOut === true) span.setAttribute('adk_state.timed_out', true);
+        if (error instanceof Error) span.recordException(error);
+        span.setStatus({ code: otel.SpanStatusCode.ERROR, message: code });
+        throw error;
+      } finally {
+        if (usage.roundTrips > 0) span.setAttribute('adk_state.round_trips', usage.roundTrips);
+        if (usage.bytes > 0) span.setAttribute('adk_state.bytes', usage.bytes);
+        span.end();
+      }
+    });
   }
 
   #attributes(operation: string, target: CallTarget): Attributes {

@@ -187,4 +187,19 @@ describe('the deadline of every call', () => {
     expect((calls[0] as StoreCall).signal.aborted).toBe(true);
     expect((calls[2] as StoreCall).signal.aborted).toBe(true);
   });
+
+  it('with tracing on but no OpenTelemetry SDK registered, a store call carries no usage record and still its deadline', async () => {
+    let seen: StoreCall | undefined;
+    const service = new StateSessionService(
+      storeAnswering(async (_method, call) => {
+        seen = call;
+        return new Map();
+      }),
+      { timeoutMs: 5_000 },
+    );
+    await service.getAppState({ appName: 'a' });
+    await service.getAppState({ appName: 'a' });
+    expect(seen?.usage).toBeUndefined();
+    expect(Number.isFinite(seen?.deadline)).toBe(true);
+  });
 });
