@@ -147,7 +147,7 @@ export async function startProxy(options: ProxyOptions): Promise<TcpProxy> {
       stats.bytesToClients += chunk.length;
       down.to.write(chunk);
     }
-    if (down.ended) down.to.end();
+    if (down.ended && !down.to.writableEnded) down.to.end();
     while (!connection.held && up.pending.length > 0) {
       const chunk = up.pending.shift() as Buffer;
       const at = match === undefined ? undefined : findMatch(match, connection.tail, chunk);
@@ -169,7 +169,7 @@ export async function startProxy(options: ProxyOptions): Promise<TcpProxy> {
       const ready = waiters;
       waiters = [];
       for (const wake of ready) wake();
-    } else if (up.ended && up.pending.length === 0) up.to.end();
+    } else if (up.ended && up.pending.length === 0 && !up.to.writableEnded) up.to.end();
   };
 
   // Half-open: each side's end is passed on once what it sent before is forwarded.
