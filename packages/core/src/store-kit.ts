@@ -33,6 +33,7 @@ export type {
   AppendResult,
   CreateInput,
   CreateResult,
+  HeldSession,
   ImportInput,
   ImportResult,
   ListResult,
@@ -40,6 +41,7 @@ export type {
   SessionHead,
   SessionRecord,
   SessionStore,
+  SinceResult,
   StoreCall,
 } from './store.js';
 export type { StoreUsage } from './telemetry.js';

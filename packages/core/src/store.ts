@@ -56,6 +56,33 @@ export interface LoadResult {
   appState: Bucket;
   /** The events that match the filter, in append order. */
   events: StoredEvent[];
+  /**
+   * Set by a store with {@link SessionStore.loadSessionSince}: a mark of this
+   * life of the session, new each time the key is created or imported (a
+   * deleted and re-created id, an expired one created again, never has the
+   * old mark). Left out, the service never reads the session incrementally.
+   */
+  logMark?: string;
+}
+
+/** What a reader holds of a session, for {@link SessionStore.loadSessionSince}. */
+export interface HeldSession {
+  /** The stored revision its copy was read at. */
+  revision: number;
+  /** The {@link LoadResult.logMark} read with it. */
+  logMark: string;
+  /** How many events the copy holds: the first `events` of the log, as they were at `revision`. */
+  events: number;
+}
+
+/**
+ * Result of {@link SessionStore.loadSessionSince}: the session, its buckets
+ * and its `logMark` as now stored, and either only the events that follow
+ * the held ones (`restart: false`) or, when the held copy is no prefix of
+ * the log any more, the whole log (`restart: true`).
+ */
+export interface SinceResult extends LoadResult {
+  restart: boolean;
 }
 
 export interface AppendInput {
@@ -162,6 +189,18 @@ export interface SessionStore {
    * the first events, which a re-run replaces.
    */
   importSession?(input: ImportInput, call?: StoreCall): Promise<ImportResult>;
+  /**
+   * Optional: a whole-log read for a reader that holds part of it. With the
+   * same atomicity as `loadSession(key, {})`, returns the session, buckets and
+   * `logMark`, and only the events appended after the held ones; or the whole
+   * log with `restart: true` when the held copy is not what the log now
+   * begins with: another life of the key (`held.logMark` differs), an event
+   * among the held ones written again since `held.revision` (a re-appended
+   * id), or a revision below the held one. `undefined` when the key is not
+   * stored (deleted, expired). The service uses it for `getSession` without
+   * a filter, against its cache of recently read logs.
+   */
+  loadSessionSince?(key: SessionKey, held: HeldSession, call?: StoreCall): Promise<SinceResult | undefined>;
   /**
    * Optional: the name of every app that holds at least one session, in no
    * particular order (a store may also name an app that holds only state).
