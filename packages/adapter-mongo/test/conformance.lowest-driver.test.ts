@@ -11,7 +11,7 @@ import { runConformanceSuite } from '@adk-state/conformance-tests';
 import type { MongoClient } from 'mongodb';
 import { MongoClient as LowestMongoClient } from 'mongodb-lowest';
 import { MongoSessionService } from '../src/index.js';
-import { conformanceBackend, uniqueDbName } from './support.js';
+import { conformanceBackend, MONGO_TTL_ABSENT, uniqueDbName } from './support.js';
 
 const dbName = uniqueDbName('conformance_lowest');
 const backend = conformanceBackend(dbName);
@@ -31,5 +31,5 @@ runConformanceSuite({
     await clients.get(service)?.close();
   },
   teardown: () => backend.teardown(),
-  capabilities: { sharedBackend: true, outage: backend.outage },
+  capabilities: { sharedBackend: true, outage: backend.outage, expiry: { absent: MONGO_TTL_ABSENT } },
 });

@@ -6,7 +6,7 @@
  */
 import { runConformanceSuite } from '@adk-state/conformance-tests';
 import { MongoSessionService } from '../src/index.js';
-import { conformanceBackend, uniqueDbName } from './support.js';
+import { conformanceBackend, MONGO_TTL_ABSENT, uniqueDbName } from './support.js';
 
 const dbName = uniqueDbName('conformance_mongodb7');
 const backend = conformanceBackend(dbName, '7.0');
@@ -17,5 +17,5 @@ runConformanceSuite({
   create: (options) => new MongoSessionService({ ...options, url: backend.url(), dbName }),
   destroy: (service) => service.close(),
   teardown: () => backend.teardown(),
-  capabilities: { sharedBackend: true, outage: backend.outage },
+  capabilities: { sharedBackend: true, outage: backend.outage, expiry: { absent: MONGO_TTL_ABSENT } },
 });

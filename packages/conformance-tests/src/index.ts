@@ -32,7 +32,14 @@ export {
 
 import type { Capabilities } from './target.js';
 
-export type { Capabilities, ConformanceService, ConformanceTarget, Divergence, OutageControl } from './target.js';
+export type {
+  Capabilities,
+  ConformanceService,
+  ConformanceServiceOptions,
+  ConformanceTarget,
+  Divergence,
+  OutageControl,
+} from './target.js';
 
 /** Every test id the suite declares, in order (for checking divergence records). */
 export function listConformanceTests(): string[] {
@@ -108,11 +115,16 @@ export function runConformanceSuite<S extends ConformanceService>(target: Confor
 }
 
 /** Why a test that requires `capability` cannot run on `target`, or `undefined` when it can. */
-function missingCapability(capabilities: Capabilities, capability: keyof Capabilities | undefined): string | undefined {
-  if (capability === undefined) return undefined;
-  const declared = capabilities[capability];
-  if (!declared) return `the target does not declare capability '${capability}'`;
-  if (typeof declared === 'object' && 'absent' in declared)
-    return `the target has no '${capability}': ${declared.absent}`;
+function missingCapability(
+  capabilities: Capabilities,
+  required: keyof Capabilities | ReadonlyArray<keyof Capabilities> | undefined,
+): string | undefined {
+  if (required === undefined) return undefined;
+  for (const capability of typeof required === 'string' ? [required] : required) {
+    const declared = capabilities[capability];
+    if (!declared) return `the target does not declare capability '${capability}'`;
+    if (typeof declared === 'object' && 'absent' in declared)
+      return `the target has no '${capability}': ${declared.absent}`;
+  }
   return undefined;
 }

@@ -7,12 +7,12 @@ import { randomUUID } from 'node:crypto';
 import type { StateSessionServiceOptions } from '@adk-state/core';
 import { createEvent, type Event, type GetSessionConfig, type Session } from '@google/adk';
 import { expect } from 'vitest';
-import type { Capabilities, ConformanceService, OutageControl } from './target.js';
+import type { Capabilities, ConformanceService, ConformanceServiceOptions, OutageControl } from './target.js';
 
 /** What one test gets. */
 export interface TestKit {
   /** A fresh service from the target (destroyed after the test). */
-  service(options?: StateSessionServiceOptions): Promise<ConformanceService>;
+  service(options?: ConformanceServiceOptions): Promise<ConformanceService>;
   /** An app name no other test uses; `label` makes failures easier to read. */
   app(label?: string): string;
   /**
@@ -70,7 +70,7 @@ export interface ReloadOptions extends GetSessionConfig {
  * and arranges its disposal).
  */
 export function createKit(
-  create: (options: StateSessionServiceOptions) => Promise<ConformanceService>,
+  create: (options: ConformanceServiceOptions) => Promise<ConformanceService>,
   outage?: OutageControl,
 ): TestKit {
   const made: ConformanceService[] = [];
@@ -124,8 +124,8 @@ function theOnly(made: readonly ConformanceService[]): ConformanceService {
 }
 
 export interface TestOptions {
-  /** The test runs only when the target has this capability; otherwise it is skipped with the reason. */
-  requires?: keyof Capabilities;
+  /** The test runs only when the target has this capability (or each of these); otherwise it is skipped with the reason. */
+  requires?: keyof Capabilities | ReadonlyArray<keyof Capabilities>;
 }
 
 /** What a group file receives to declare its tests. */

@@ -42,7 +42,22 @@ export interface Capabilities {
    * in-process store). Left out, the outage group is skipped as undeclared.
    */
   outage?: OutageControl | { absent: string };
+  /**
+   * `create()` honors `expireAfterCreateSeconds` in its options: a session
+   * and its events disappear that long after the session was created (a
+   * number of seconds, fractions allowed), while user and app state stay.
+   * Enables the expiry tests; `{ absent: reason }` or left out skips them (a
+   * backend whose expiry runs too late for a test, such as MongoDB's TTL
+   * monitor, once a minute).
+   */
+  expiry?: true | { absent: string };
 }
+
+/** What `create()` is asked for: core's options, and the creation-clock time to live of the expiry tests. */
+export type ConformanceServiceOptions = StateSessionServiceOptions & {
+  /** Only in tests that require the `expiry` capability. */
+  expireAfterCreateSeconds?: number;
+};
 
 /**
  * A test the backend cannot pass, with the reason. The test still runs, as a
@@ -67,7 +82,7 @@ export interface ConformanceTarget<S extends ConformanceService = ConformanceSer
    * A fresh service for one test. Called once or more per test; every test
    * uses app names of its own, so services may share one backend.
    */
-  create: (options: StateSessionServiceOptions) => Promise<S> | S;
+  create: (options: ConformanceServiceOptions) => Promise<S> | S;
   /** Disposes of a service made by `create`, after the test that made it. */
   destroy?: (service: S) => Promise<void> | void;
   capabilities: Capabilities;

@@ -41,7 +41,7 @@ export function sharedClientTarget<T>(
     create: (options) =>
       new RedisSessionService({ ...options, ...extra, client: client as unknown as Redis | Cluster, keyPrefix }),
     destroy: (service) => service.close(),
-    capabilities: { sharedBackend: true, outage: backend.outage },
+    capabilities: { sharedBackend: true, outage: backend.outage, expiry: true },
   };
 }
 
@@ -60,6 +60,6 @@ export function urlTarget(
     teardown: () => backend.stop(),
     create: (options) => new RedisSessionService({ ...options, url: url as string, keyPrefix }),
     destroy: (service) => service.close(),
-    capabilities: { sharedBackend: true, outage: backend.outage },
+    capabilities: { sharedBackend: true, outage: backend.outage, expiry: true },
   };
 }

@@ -101,5 +101,43 @@ export const incarnations: Group = {
       },
       { requires: 'sharedBackend' },
     );
+
+    test(
+      'a session that expired is gone for every instance, and its id created again is a new session; user: and app: state stay',
+      async (kit) => {
+        const first = await kit.service({ expireAfterCreateSeconds: 1 });
+        const second = await kit.service({ expireAfterCreateSeconds: 1 });
+        const appName = kit.app();
+        const key = { appName, userId: 'u1', sessionId: 's1' };
+        const old = await first.createSession({ ...key, state: { life: 1 } });
+        await put(first, old, { n: 1, 'app:a': 1, 'user:u': 1 });
+        expect(plain((await kit.reload(old, { service: second })).state)).toEqual({
+          life: 1,
+          n: 1,
+          'app:a': 1,
+          'user:u': 1,
+        });
+        let gone = false;
+        for (let attempt = 0; attempt < 300 && !gone; attempt++) {
+          await new Promise((resolve) => setTimeout(resolve, 50));
+          gone = (await second.getSession(key)) === undefined;
+        }
+        expect(gone, 'the session expires within 15 s of a 1 s time to live').toBe(true);
+        expect(await first.getSession(key)).toBeUndefined();
+        expect((await first.listSessions({ appName })).sessions).toEqual([]);
+        await expectCode(put(first, old, { n: 2 }), 'SESSION_NOT_FOUND');
+        expect(await second.getUserState({ appName, userId: 'u1' })).toEqual({ u: 1 });
+        expect(await second.getAppState({ appName })).toEqual({ a: 1 });
+
+        const reborn = await second.createSession({ ...key, state: { life: 2 } });
+        const bornEvent = await put(second, reborn, { n: 10, 'app:b': 2 });
+        const seen = await kit.reload(old, { service: first });
+        expect(ids(seen)).toEqual([bornEvent.id]);
+        expect(plain(seen.state)).toEqual({ life: 2, n: 10, 'app:a': 1, 'app:b': 2, 'user:u': 1 });
+        await put(first, seen, { n: 11, 'app:a': 3 });
+        expect(await second.getAppState({ appName })).toEqual({ a: 3, b: 2 });
+      },
+      { requires: ['sharedBackend', 'expiry'] },
+    );
   },
 };
