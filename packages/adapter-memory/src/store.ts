@@ -11,6 +11,7 @@ import {
   type CreateResult,
   compareSessions,
   type EventFilter,
+  type HeldSession,
   type ImportInput,
   type ImportResult,
   type ListQuery,
@@ -20,6 +21,7 @@ import {
   type SessionKey,
   type SessionRecord,
   type SessionStore,
+  type SinceResult,
   type StoredEvent,
   selectEvents,
 } from '@adk-state/core/store';
@@ -29,7 +31,14 @@ interface StoredSession {
   events: StoredEvent[];
   /** Event id to its position in `events`. */
   positions: Map<string, number>;
+  /** This life of the key: new on every creation and import. */
+  logMark: string;
+  /** The revision of the last write of an event in place (a re-appended id); 0 when none. */
+  rewrittenAt: number;
 }
+
+/** Log marks are unique within the process: a counter. */
+let lives = 0;
 
 interface AppData {
   state: Bucket;
@@ -69,6 +78,8 @@ export class MemoryStore implements SessionStore {
       },
       events: [],
       positions: new Map(),
+      logMark: `m${++lives}`,
+      rewrittenAt: 0,
     });
     return { status: 'created', userState: new Map(user), appState: new Map(app.state) };
   }
@@ -100,6 +111,27 @@ export class MemoryStore implements SessionStore {
       userState: new Map(app.users.get(key.userId)),
       appState: new Map(app.state),
       events: selectEvents(stored.events, filter),
+      logMark: stored.logMark,
+    };
+  }
+
+  /** The events after the held ones, or the whole log when the held copy is no longer its beginning. */
+  async loadSessionSince(key: SessionKey, held: HeldSession): Promise<SinceResult | undefined> {
+    const stored = this.#find(key);
+    if (!stored) return undefined;
+    const app = this.#apps.get(key.appName) as AppData;
+    const restart =
+      held.logMark !== stored.logMark ||
+      held.revision > stored.record.revision ||
+      stored.rewrittenAt > held.revision ||
+      held.events > stored.events.length;
+    return {
+      session: copyRecord(stored.record),
+      userState: new Map(app.users.get(key.userId)),
+      appState: new Map(app.state),
+      events: restart ? stored.events.slice() : stored.events.slice(held.events),
+      logMark: stored.logMark,
+      restart,
     };
   }
 
@@ -116,6 +148,7 @@ export class MemoryStore implements SessionStore {
       stored.events.push(input.event);
     } else {
       stored.events[position] = input.event;
+      stored.rewrittenAt = input.expectedRevision + 1;
     }
     mergeInto(stored.record.state, input.sessionDelta);
     mergeInto(this.#user(app, input.key.userId), input.userDelta);

@@ -20,6 +20,7 @@ export {
   StateValueError,
 } from './errors.js';
 export {
+  DEFAULT_LOG_CACHE_BYTES,
   DEFAULT_MAX_RELOADS,
   DEFAULT_TIMEOUT_MS,
   MAX_TIMEOUT_MS,

@@ -27,6 +27,7 @@ import {
 } from './errors.js';
 import { assertStorableEvent, decodeEvent, encodeEvent, takeTempEntries } from './events.js';
 import { pageInfo, toListQuery } from './listing.js';
+import { type CachedLog, LogCache, logBytes } from './log-cache.js';
 import { assertPositiveNumber } from './options.js';
 import { placeEvent } from './placement.js';
 import { assertNonEmptyString, isPossibleKey, type SessionKey, toEventFilter } from './requests.js';
@@ -67,6 +68,17 @@ export interface StateSessionServiceOptions {
    * off; `{ recordIds: true }` adds user and session ids to the spans.
    */
   telemetry?: boolean | TelemetryOptions;
+  /**
+   * With a store that reads incrementally (`loadSessionSince`): the most
+   * bytes of recently read session logs this service keeps, so that a
+   * `getSession` without a filter of a session read before (what the
+   * `Runner` does at every turn) asks the store only for the events that
+   * follow. Default 32 MiB; 0 turns the cache off. The state, the buckets
+   * and the head are read every time, and the store says when the held log
+   * is no longer a prefix of the stored one (another life of the id, a
+   * re-appended event), so reads are what they would be without it.
+   */
+  logCacheBytes?: number;
 }
 
 /** The default of {@link StateSessionServiceOptions.timeoutMs}. */
@@ -74,6 +86,9 @@ export const DEFAULT_TIMEOUT_MS = 30_000;
 
 /** The longest finite deadline, the most a timer can wait (2^31 - 1 ms, about 24.8 days). */
 export const MAX_TIMEOUT_MS = 2 ** 31 - 1;
+
+/** The default of {@link StateSessionServiceOptions.logCacheBytes}: 32 MiB. */
+export const DEFAULT_LOG_CACHE_BYTES = 32 * 1024 * 1024;
 
 /** The default of {@link StateSessionServiceOptions.maxReloads}. */
 export const DEFAULT_MAX_RELOADS = 32;
@@ -96,6 +111,8 @@ export class StateSessionService extends BaseSessionService {
   readonly #timeoutMs: number;
   readonly #maxReloads: number;
   readonly #telemetry: Telemetry;
+  /** Recently read logs; undefined when off or when the store cannot read incrementally. */
+  readonly #logCache: LogCache | undefined;
   /** The stored revision each session object handed out or updated by this service was built from. */
   readonly #revisions = new WeakMap<Session, number>();
   /**
@@ -115,6 +132,7 @@ export class StateSessionService extends BaseSessionService {
     }
     const { onStale = 'throw', generateId = randomUUID, now = Date.now } = options;
     const { timeoutMs = DEFAULT_TIMEOUT_MS, maxReloads = DEFAULT_MAX_RELOADS } = options;
+    const { logCacheBytes = DEFAULT_LOG_CACHE_BYTES } = options;
     if (onStale !== 'throw' && onStale !== 'reload') {
       throw new InvalidArgumentError('onStale', `must be 'throw' or 'reload', got ${String(onStale)}`);
     }
@@ -122,12 +140,15 @@ export class StateSessionService extends BaseSessionService {
     if (typeof now !== 'function') throw new InvalidArgumentError('now', 'must be a function');
     assertPositiveNumber('timeoutMs', timeoutMs, { max: MAX_TIMEOUT_MS, allowInfinity: true });
     assertPositiveNumber('maxReloads', maxReloads, { integer: true, allowZero: true, max: 1_000_000 });
+    assertPositiveNumber('logCacheBytes', logCacheBytes, { integer: true, allowZero: true, max: 2 ** 40 });
     this.store = store;
     this.#onStale = onStale;
     this.#generateId = generateId;
     this.#now = now;
     this.#timeoutMs = timeoutMs;
     this.#maxReloads = maxReloads;
+    this.#logCache =
+      logCacheBytes > 0 && typeof store.loadSessionSince === 'function' ? new LogCache(logCacheBytes) : undefined;
     const { telemetry } = options;
     if (
       telemetry !== undefined &&
@@ -207,9 +228,48 @@ export class StateSessionService extends BaseSessionService {
     const key = { appName: request.appName, userId: request.userId, sessionId: request.sessionId };
     const filter = toEventFilter(request.config);
     if (!isPossibleKey(key)) return undefined;
-    const loaded = await this.#call('getSession', READ, key, (call) => this.store.loadSession(key, filter, call));
+    const whole = filter.limit === undefined && filter.afterTimestamp === undefined;
+    const loaded = await this.#call('getSession', READ, key, (call) =>
+      whole && this.#logCache ? this.#loadWhole(this.#logCache, key, call) : this.store.loadSession(key, filter, call),
+    );
     if (!loaded) return undefined;
     return this.#toSession(loaded);
+  }
+
+  /**
+   * The whole session, through the cache of recently read logs: a log held
+   * is brought up to date with the events that follow it (or replaced, when
+   * the store says it is no longer a prefix of the stored one).
+   */
+  async #loadWhole(cache: LogCache, key: SessionKey, call: StoreCall): Promise<LoadResult | undefined> {
+    const cacheKey = logCacheKey(key);
+    const held = cache.get(cacheKey);
+    if (!held) {
+      const loaded = await this.store.loadSession(key, {}, call);
+      if (loaded?.logMark !== undefined) {
+        const { revision } = loaded.session;
+        const entry = { revision, logMark: loaded.logMark, events: loaded.events, bytes: logBytes(loaded.events) };
+        keepNewer(cache, cacheKey, undefined, entry);
+      }
+      return loaded;
+    }
+    const since = await (this.store.loadSessionSince as NonNullable<SessionStore['loadSessionSince']>).call(
+      this.store,
+      key,
+      { revision: held.revision, logMark: held.logMark, events: held.events.length },
+      call,
+    );
+    if (!since) {
+      if (cache.get(cacheKey) === held) cache.delete(cacheKey);
+      return undefined;
+    }
+    const events = since.restart ? since.events : held.events.concat(since.events);
+    if (since.logMark === undefined) cache.delete(cacheKey);
+    else {
+      const bytes = since.restart ? logBytes(events) : held.bytes + logBytes(since.events) - logBytes([]);
+      keepNewer(cache, cacheKey, held, { revision: since.session.revision, logMark: since.logMark, events, bytes });
+    }
+    return { session: since.session, userState: since.userState, appState: since.appState, events };
   }
 
   override async listSessions(request: ListSessionsRequest): Promise<ListSessionsResponse> {
@@ -224,6 +284,7 @@ export class StateSessionService extends BaseSessionService {
 
   override async deleteSession(request: DeleteSessionRequest): Promise<void> {
     const key = toKey(request);
+    this.#logCache?.delete(logCacheKey(key));
     await this.#call('deleteSession', WRITE, key, (call) => this.store.deleteSession(key, call));
   }
 
@@ -376,6 +437,7 @@ export class StateSessionService extends BaseSessionService {
       lastUpdateTime: session.lastUpdateTime,
       revision: randomInt(1, FIRST_REVISION_LIMIT),
     };
+    this.#logCache?.delete(logCacheKey(key));
     if (options.replace) await this.#call('importSession', WRITE, key, (call) => this.store.deleteSession(key, call));
     const store = this.store;
     if (store.importSession) {
@@ -543,6 +605,22 @@ export class StateSessionService extends BaseSessionService {
       if (!shared) deadline.dispose();
     }
   }
+}
+
+/** The cache key of a session: its three ids, unambiguously joined. */
+function logCacheKey(key: SessionKey): string {
+  return JSON.stringify([key.appName, key.userId, key.sessionId]);
+}
+
+/**
+ * Stores `entry` unless, while it was being read, another read of the same
+ * session put a log in its place that is at least as new (reads of one
+ * session may overlap: the newer one stays).
+ */
+function keepNewer(cache: LogCache, cacheKey: string, replaced: CachedLog | undefined, entry: CachedLog): void {
+  const current = cache.get(cacheKey);
+  if (current !== replaced && current !== undefined && current.revision >= entry.revision) return;
+  cache.set(cacheKey, entry);
 }
 
 /** No key superseded (shared, never changed). */

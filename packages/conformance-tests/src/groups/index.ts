@@ -7,6 +7,7 @@ import { hostile } from './hostile.js';
 import { identity } from './identity.js';
 import { importing } from './import.js';
 import { incarnations } from './incarnations.js';
+import { incremental } from './incremental.js';
 import { limits } from './limits.js';
 import { listing } from './listing.js';
 import { outage } from './outage.js';
@@ -34,6 +35,7 @@ export const allGroups: readonly Group[] = [
   limits,
   durability,
   incarnations,
+  incremental,
   outage,
   runtime,
 ];

@@ -1,0 +1,263 @@
+/**
+ * Reading a session again: a service may keep the logs it read and ask the
+ * store only for what follows (a store with `loadSessionSince`). Whatever it
+ * keeps, a whole read is exactly what a service that keeps nothing reads:
+ * writes through another instance, events appended again under their ids,
+ * deletes, expiry and ids created again are all seen.
+ */
+import type { Session } from '@google/adk';
+import { expect } from 'vitest';
+import { expectCode, type Group, ids, plain, put } from '../kit.js';
+import type { ConformanceService } from '../target.js';
+
+/** What a read shows, as plain data: the state and every event as JSON. */
+function shown(session: Session | undefined): unknown {
+  if (!session) return undefined;
+  return {
+    state: plain(session.state),
+    events: session.events.map((event) => JSON.parse(JSON.stringify(event)) as unknown),
+    lastUpdateTime: session.lastUpdateTime,
+  };
+}
+
+/** Reads `key` whole through `reader` and through `plainReader` (no cache) and expects the same. */
+async function expectSameRead(
+  reader: ConformanceService,
+  plainReader: ConformanceService,
+  key: { appName: string; userId: string; sessionId: string },
+  step: string,
+): Promise<Session | undefined> {
+  const read = await reader.getSession(key);
+  const reference = await plainReader.getSession(key);
+  expect(shown(read), `${step}: the read of a service that keeps logs against one that keeps none`).toEqual(
+    shown(reference),
+  );
+  return read;
+}
+
+function textOf(session: Session | undefined, index: number): string | undefined {
+  return session?.events[index]?.content?.parts?.[0]?.text;
+}
+
+export const incremental: Group = {
+  title: 'a session read again shows every change, whatever the service keeps of earlier reads',
+  define({ test }) {
+    test('whole reads after appends through the same service show every event and the state; filtered reads are unchanged', async (kit) => {
+      const { service, session, appName } = await kit.fresh({ sessionId: 's1', state: { n: 0 } });
+      const key = { appName, userId: 'u1', sessionId: 's1' };
+      const appended: string[] = [];
+      for (let n = 1; n <= 6; n++) {
+        appended.push((await put(service, session, { n, 'user:n': n, 'app:n': n }, { text: `turn ${n}` })).id);
+        const read = await service.getSession(key);
+        expect(ids(read)).toEqual(appended);
+        expect(plain(read?.state)).toEqual({ n, 'user:n': n, 'app:n': n });
+        expect(textOf(read, n - 1)).toBe(`turn ${n}`);
+      }
+      const tail = await service.getSession({ ...key, config: { numRecentEvents: 2 } });
+      expect(ids(tail)).toEqual(appended.slice(-2));
+      // Each read is a copy of its own: changing one changes no later read.
+      const first = await service.getSession(key);
+      (first?.events[0]?.content?.parts?.[0] as { text?: string }).text = 'changed by the caller';
+      first?.events.pop();
+      expect(textOf(await service.getSession(key), 0)).toBe('turn 1');
+      expect(ids(await service.getSession(key))).toEqual(appended);
+    });
+
+    test('an event appended again under its id is read with its new content, in its place', async (kit) => {
+      const { service, session, appName } = await kit.fresh({ sessionId: 's1' });
+      const key = { appName, userId: 'u1', sessionId: 's1' };
+      const first = await put(service, session, { n: 1 }, { text: 'first version' });
+      await put(service, session, { n: 2 }, { text: 'second' });
+      expect(textOf(await service.getSession(key), 0)).toBe('first version');
+      await put(service, session, { n: 3 }, { id: first.id, text: 'first, rewritten' });
+      const read = await service.getSession(key);
+      expect(read?.events.map((event) => event.content?.parts?.[0]?.text)).toEqual(['first, rewritten', 'second']);
+      expect(plain(read?.state)).toEqual({ n: 3 });
+    });
+
+    test('a session deleted and created again through the same service reads as its new life only', async (kit) => {
+      const { service, session, appName } = await kit.fresh({ sessionId: 's1', state: { life: 1 } });
+      const key = { appName, userId: 'u1', sessionId: 's1' };
+      await put(service, session, { n: 1 }, { id: 'e1', text: 'old 1' });
+      await put(service, session, { n: 2 }, { id: 'e2', text: 'old 2' });
+      expect(ids(await service.getSession(key))).toEqual(['e1', 'e2']);
+      await service.deleteSession(key);
+      expect(await service.getSession(key)).toBeUndefined();
+      const reborn = await service.createSession({ ...key, state: { life: 2 } });
+      await put(service, reborn, { n: 10 }, { id: 'x1', text: 'new 1' });
+      await put(service, reborn, { n: 11 }, { id: 'e2', text: 'new 2' });
+      const read = await service.getSession(key);
+      expect(read?.events.map((event) => event.content?.parts?.[0]?.text)).toEqual(['new 1', 'new 2']);
+      expect(plain(read?.state)).toEqual({ life: 2, n: 11 });
+    });
+
+    test('a cache too small for one session, and no cache at all, read the same; a bad size is refused', async (kit) => {
+      const appName = kit.app();
+      const tiny = await kit.service({ logCacheBytes: 1 });
+      const none = await kit.service({ logCacheBytes: 0 });
+      for (const service of [tiny, none]) {
+        const key = { appName, userId: service === tiny ? 'tiny' : 'none', sessionId: 's1' };
+        const session = await service.createSession(key);
+        const appended: string[] = [];
+        for (let n = 1; n <= 4; n++) {
+          appended.push((await put(service, session, { n })).id);
+          const read = await service.getSession(key);
+          expect(ids(read)).toEqual(appended);
+          expect(read?.state.n).toBe(n);
+        }
+      }
+      for (const logCacheBytes of [-1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, '1000']) {
+        await expectCode(
+          kit.service({ logCacheBytes: logCacheBytes as number }),
+          'INVALID_ARGUMENT',
+          'InvalidArgumentError',
+        );
+      }
+    });
+
+    test(
+      'writes through another instance are in the next whole read, state, buckets and events, turn after turn',
+      async (kit) => {
+        const writer = await kit.service();
+        const reader = await kit.service();
+        const plainReader = await kit.service({ logCacheBytes: 0 });
+        const appName = kit.app();
+        const key = { appName, userId: 'u1', sessionId: 's1' };
+        const session = await writer.createSession({ ...key, state: { n: 0 } });
+        const other = await writer.createSession({ ...key, sessionId: 's2' });
+        await expectSameRead(reader, plainReader, key, 'before any append');
+        for (let n = 1; n <= 8; n++) {
+          await put(writer, session, { n, 'user:n': n, 'app:n': n }, { text: `turn ${n}` });
+          // A write to the buckets through another session changes no revision of this one.
+          if (n % 3 === 0) await put(writer, other, { 'user:other': n, 'app:other': n });
+          const read = await expectSameRead(reader, plainReader, key, `after append ${n}`);
+          expect(read?.events).toHaveLength(n);
+        }
+        // Appends made by the reader's own service go on from there.
+        const loaded = (await reader.getSession(key)) as Session;
+        await put(reader, loaded, { n: 9 });
+        const read = await expectSameRead(reader, plainReader, key, 'after the reader appended');
+        expect(read?.events).toHaveLength(9);
+      },
+      { requires: 'sharedBackend' },
+    );
+
+    test(
+      'an event appended again under its id through another instance is read with its new content',
+      async (kit) => {
+        const writer = await kit.service();
+        const reader = await kit.service();
+        const plainReader = await kit.service({ logCacheBytes: 0 });
+        const appName = kit.app();
+        const key = { appName, userId: 'u1', sessionId: 's1' };
+        const session = await writer.createSession(key);
+        const first = await put(writer, session, { n: 1 }, { text: 'first version' });
+        await put(writer, session, { n: 2 }, { text: 'second' });
+        await put(writer, session, { n: 3 }, { text: 'third' });
+        await expectSameRead(reader, plainReader, key, 'before the rewrite');
+        await put(writer, session, { n: 4 }, { id: first.id, text: 'first, rewritten' });
+        const read = await expectSameRead(reader, plainReader, key, 'after the rewrite');
+        expect(textOf(read, 0)).toBe('first, rewritten');
+        await put(writer, session, { n: 5 }, { text: 'fourth' });
+        const later = await expectSameRead(reader, plainReader, key, 'after one more append');
+        expect(later?.events).toHaveLength(4);
+      },
+      { requires: 'sharedBackend' },
+    );
+
+    test(
+      'deleted through another instance, the session is gone for the reader; created again with the same event ids, the reader reads the new life only',
+      async (kit) => {
+        const other = await kit.service();
+        const reader = await kit.service();
+        const plainReader = await kit.service({ logCacheBytes: 0 });
+        const appName = kit.app();
+        const key = { appName, userId: 'u1', sessionId: 's1' };
+        const old = await other.createSession({ ...key, state: { life: 1 } });
+        for (const id of ['e1', 'e2', 'e3']) await put(other, old, { last: id }, { id, text: `old ${id}` });
+        await expectSameRead(reader, plainReader, key, 'the first life');
+
+        await other.deleteSession(key);
+        expect(await reader.getSession(key)).toBeUndefined();
+
+        // The new life: as many events, the same ids at the same places, other content; then one more.
+        const reborn = await other.createSession({ ...key, state: { life: 2 } });
+        for (const id of ['e1', 'e2', 'e3']) await put(other, reborn, { last: id }, { id, text: `new ${id}` });
+        await put(other, reborn, { last: 'e4' }, { id: 'e4', text: 'new e4' });
+        const read = await expectSameRead(reader, plainReader, key, 'the second life');
+        expect(read?.events.map((event) => event.content?.parts?.[0]?.text)).toEqual([
+          'new e1',
+          'new e2',
+          'new e3',
+          'new e4',
+        ]);
+        expect(plain(read?.state)).toEqual({ life: 2, last: 'e4' });
+
+        // Deleted and created again between two reads with nothing appended: an empty log.
+        await other.deleteSession(key);
+        await other.createSession({ ...key, state: { life: 3 } });
+        const empty = await expectSameRead(reader, plainReader, key, 'the third life');
+        expect(empty?.events).toEqual([]);
+      },
+      { requires: 'sharedBackend' },
+    );
+
+    test(
+      'whole reads while another instance appends each show a state that matches their events, and end where a plain read ends',
+      async (kit) => {
+        const writer = await kit.service();
+        const reader = await kit.service();
+        const plainReader = await kit.service({ logCacheBytes: 0 });
+        const appName = kit.app();
+        const key = { appName, userId: 'u1', sessionId: 's1' };
+        const session = await writer.createSession({ ...key, state: { n: 0 } });
+        let done = false;
+        const writing = (async () => {
+          try {
+            for (let n = 1; n <= 30; n++) await put(writer, session, { n, 'user:n': n });
+          } finally {
+            done = true;
+          }
+        })();
+        writing.catch(() => {});
+        while (!done) {
+          const reads = await Promise.all([reader.getSession(key), reader.getSession(key), reader.getSession(key)]);
+          for (const read of reads) {
+            expect(read?.events, 'the events against the state').toHaveLength(read?.state.n as number);
+            expect(read?.state['user:n'] ?? 0).toBe(read?.state.n);
+          }
+        }
+        await writing;
+        const read = await expectSameRead(reader, plainReader, key, 'after the appends');
+        expect(read?.events).toHaveLength(30);
+      },
+      { requires: 'sharedBackend' },
+    );
+
+    test(
+      'a session read before it expired is gone for the reader, and its id created again reads as the new life only',
+      async (kit) => {
+        const other = await kit.service({ expireAfterCreateSeconds: 1 });
+        const reader = await kit.service({ expireAfterCreateSeconds: 1 });
+        const plainReader = await kit.service({ expireAfterCreateSeconds: 1, logCacheBytes: 0 });
+        const appName = kit.app();
+        const key = { appName, userId: 'u1', sessionId: 's1' };
+        const old = await other.createSession({ ...key, state: { life: 1 } });
+        for (const id of ['e1', 'e2']) await put(other, old, { last: id }, { id, text: `old ${id}` });
+        await expectSameRead(reader, plainReader, key, 'before expiry');
+        let gone = false;
+        for (let attempt = 0; attempt < 300 && !gone; attempt++) {
+          await new Promise((resolve) => setTimeout(resolve, 50));
+          gone = (await plainReader.getSession(key)) === undefined;
+        }
+        expect(gone, 'the session expires within 15 s of a 1 s time to live').toBe(true);
+        expect(await reader.getSession(key)).toBeUndefined();
+        const reborn = await other.createSession({ ...key, state: { life: 2 } });
+        for (const id of ['e1', 'e2', 'e3']) await put(other, reborn, { last: id }, { id, text: `new ${id}` });
+        const read = await expectSameRead(reader, plainReader, key, 'the new life');
+        expect(read?.events.map((event) => event.content?.parts?.[0]?.text)).toEqual(['new e1', 'new e2', 'new e3']);
+      },
+      { requires: ['sharedBackend', 'expiry'] },
+    );
+  },
+};

@@ -1,0 +1,75 @@
+/**
+ * The logs of recently read sessions, kept by one service so that reading a
+ * session again asks the store only for what follows (see
+ * `SessionStore.loadSessionSince`). It keeps the events as the store gave
+ * them (JSON text): every read still decodes fresh events, so nothing a
+ * caller gets is shared with another caller or with the cache.
+ */
+import type { StoredEvent } from './events.js';
+
+/** One session's cached log. */
+export interface CachedLog {
+  revision: number;
+  logMark: string;
+  events: readonly StoredEvent[];
+  /** What the entry costs, by {@link logBytes}. */
+  bytes: number;
+}
+
+/** A fixed cost per cached event beside its text (the record, its id, the array slot). */
+const EVENT_OVERHEAD_BYTES = 96;
+/** A fixed cost per entry (the key, the record, the map slot). */
+const ENTRY_OVERHEAD_BYTES = 256;
+
+/** About what `events` take in memory: two bytes per UTF-16 unit of their text and ids, and a fixed part each. */
+export function logBytes(events: readonly StoredEvent[]): number {
+  let bytes = ENTRY_OVERHEAD_BYTES;
+  for (const event of events) bytes += EVENT_OVERHEAD_BYTES + 2 * (event.json.length + event.id.length);
+  return bytes;
+}
+
+/** A byte-bounded cache, least recently used first out. */
+export class LogCache {
+  readonly maxBytes: number;
+  #bytes = 0;
+  readonly #entries = new Map<string, CachedLog>();
+
+  constructor(maxBytes: number) {
+    this.maxBytes = maxBytes;
+  }
+
+  /** The bytes held now (never above `maxBytes`). */
+  get bytes(): number {
+    return this.#bytes;
+  }
+
+  get(key: string): CachedLog | undefined {
+    const entry = this.#entries.get(key);
+    if (entry) {
+      // Most recently used last.
+      this.#entries.delete(key);
+      this.#entries.set(key, entry);
+    }
+    return entry;
+  }
+
+  /** Keeps `entry` under `key` (replacing what was there); an entry larger than the whole cache is not kept. */
+  set(key: string, entry: CachedLog): void {
+    this.delete(key);
+    if (entry.bytes > this.maxBytes) return;
+    this.#entries.set(key, entry);
+    this.#bytes += entry.bytes;
+    for (const [oldest, old] of this.#entries) {
+      if (this.#bytes <= this.maxBytes) break;
+      this.#entries.delete(oldest);
+      this.#bytes -= old.bytes;
+    }
+  }
+
+  delete(key: string): void {
+    const entry = this.#entries.get(key);
+    if (!entry) return;
+    this.#entries.delete(key);
+    this.#bytes -= entry.bytes;
+  }
+}
