@@ -133,7 +133,7 @@ export class Outbox {
   readonly #options: OutboxOptions;
   /** `<app>#<shard>` -> the last mark learned for it, until handed to the shard. */
   readonly #acks = new Map<string, string>();
-  /** `<app>#<shard>` -> the highest mark learned (a reader's first guess of `from`). */
+  /** `<app>#<shard>` -> the last mark read (a reader's first guess of `from`). */
   readonly #marks = new Map<string, number>();
   readonly #drains = new Set<Promise<void>>();
   readonly #stop = new AbortController();
@@ -152,12 +152,17 @@ export class Outbox {
     return ack;
   }
 
+  /**
+   * Notes a mark read from the app slot: the latest one seen, not the
+   * highest (after a failover the app slot's mark can fall back, and a read
+   * that starts from a higher guess would read twice every time). The shard
+   * keeps the highest acknowledgement it is given, so handing it a lower one
+   * changes nothing there.
+   */
   #learn(appName: string, shard: number, mark: string): void {
     if (mark === '-1' || mark === '') return;
     const id = slotId(appName, shard);
-    const value = Number(mark);
-    if ((this.#marks.get(id) ?? -1) >= value) return;
-    remember(this.#marks, id, value);
+    remember(this.#marks, id, Number(mark));
     remember(this.#acks, id, mark);
   }
 
