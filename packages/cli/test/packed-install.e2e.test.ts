@@ -13,7 +13,7 @@
  */
 import { execFile } from 'node:child_process';
 import { existsSync, realpathSync } from 'node:fs';
-import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -108,6 +108,32 @@ async function atVersion(tarball: string, version: string, scratch: string): Pro
   return npmPack(join(directory, 'package'), out);
 }
 
+/**
+ * The CLI packed as `pnpm pack` packs it, from a build of the current source
+ * into the scratch directory (a test run builds the CLI's dependencies only,
+ * and the package's own dist/ is left as it is): the same files, with
+ * `workspace:` ranges turned into the versions they name.
+ */
+async function packCliFromSource(scratch: string, into: string): Promise<string> {
+  const copy = join(scratch, 'cli-package');
+  await must(join(PACKAGES, '../node_modules/.bin/tsup'), ['--out-dir', join(copy, 'dist')], CLI_DIR);
+  const manifest = JSON.parse(await readFile(join(CLI_DIR, 'package.json'), 'utf8')) as Record<string, unknown>;
+  for (const field of ['dependencies', 'peerDependencies', 'optionalDependencies']) {
+    const ranges = manifest[field] as Record<string, string> | undefined;
+    for (const [name, range] of Object.entries(ranges ?? {})) {
+      if (!range.startsWith('workspace:')) continue;
+      const directory = join(PACKAGES, name.replace('@adk-state/', ''));
+      const { version } = JSON.parse(await readFile(join(directory, 'package.json'), 'utf8')) as { version: string };
+      (ranges as Record<string, string>)[name] = version;
+    }
+  }
+  delete manifest.devDependencies;
+  delete manifest.scripts;
+  await writeFile(join(copy, 'package.json'), JSON.stringify(manifest, null, 2));
+  for (const file of ['README.md', 'LICENSE']) await copyFile(join(CLI_DIR, file), join(copy, file));
+  return npmPack(copy, into);
+}
+
 describe('the packed CLI with a packed adapter, installed by plain npm', () => {
   let scratch: string;
   let redis: RedisServer;
@@ -116,16 +142,14 @@ describe('the packed CLI with a packed adapter, installed by plain npm', () => {
   beforeAll(async () => {
     scratch = await mkdtemp(join(tmpdir(), 'adk-state-packed-'));
     redis = await startRedisServer();
-    // The CLI's own build (a test run builds its dependencies only).
-    await must(join(PACKAGES, '../node_modules/.bin/tsup'), [], CLI_DIR);
     const packs = join(scratch, 'packs');
     await mkdir(packs);
-    const [core, memory, redisAdapter, cli] = [
+    const [core, memory, redisAdapter] = [
       await pnpmPack('core', packs),
       await pnpmPack('adapter-memory', packs),
       await pnpmPack('adapter-redis', packs),
-      await pnpmPack('cli', packs),
     ];
+    const cli = await packCliFromSource(scratch, packs);
     const thirdParty: string[] = [];
     const directories = new Map<string, string>();
     await closure('ioredis', join(PACKAGES, 'adapter-redis'), directories);

@@ -38,6 +38,11 @@ describe('the start-up check of a store', () => {
   const problems = () =>
     [
       ['refused', `redis://127.0.0.1:${nothing}`, 'refused the connection'],
+      [
+        'refused (a cluster, no node reachable)',
+        `redis+cluster://127.0.0.1:${nothing},127.0.0.1:${nothing}`,
+        'refused the connection',
+      ],
       ['timed out', `${paused.url}/0`, 'did not answer in time'],
       ['authentication (encoded)', `redis://:${encode(WRONG)}@127.0.0.1:${guarded.port}/0`, 'refused the credentials'],
       [
