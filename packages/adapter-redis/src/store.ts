@@ -212,7 +212,7 @@ export class RedisStore implements SessionStore {
   }
 
   async createSession(input: CreateInput, call?: StoreCall): Promise<CreateResult> {
-    await this.#checkLayout('createSession', call);
+    if (!this.#layoutChecked) await this.#checkLayout('createSession', call);
     const keys = this.#keys(input.key);
     const appDelta = input.appDelta;
     const creating = this.#run(
@@ -263,7 +263,7 @@ export class RedisStore implements SessionStore {
 
   /** The whole session in one script: record, buckets, every event in order, lastUpdateTime; atomic. */
   async importSession(input: ImportInput, call?: StoreCall): Promise<ImportResult> {
-    await this.#checkLayout('importSession', call);
+    if (!this.#layoutChecked) await this.#checkLayout('importSession', call);
     const keys = this.#keys(input.key);
     const events: string[] = [String(input.events.length)];
     for (const event of input.events) events.push(encodeEntry(event), encodeText(event.id));
@@ -294,7 +294,7 @@ export class RedisStore implements SessionStore {
   }
 
   async loadSession(key: SessionKey, filter: EventFilter, call?: StoreCall): Promise<LoadResult | undefined> {
-    await this.#checkLayout('getSession', call);
+    if (!this.#layoutChecked) await this.#checkLayout('getSession', call);
     const keys = this.#keys(key);
     let after = filter.afterTimestamp;
     let limit = filter.limit;
@@ -329,7 +329,7 @@ export class RedisStore implements SessionStore {
   }
 
   async appendEvent(input: AppendInput, call?: StoreCall): Promise<AppendResult> {
-    await this.#checkLayout('appendEvent', call);
+    if (!this.#layoutChecked) await this.#checkLayout('appendEvent', call);
     const keys = this.#keys(input.key);
     const app = this.#appArguments(input.key.appName, keys.shard, input.appDelta);
     const args = argList(
@@ -428,13 +428,13 @@ export class RedisStore implements SessionStore {
   }
 
   async deleteSession(key: SessionKey, call?: StoreCall): Promise<void> {
-    await this.#checkLayout('deleteSession', call);
+    if (!this.#layoutChecked) await this.#checkLayout('deleteSession', call);
     const keys = this.#keys(key);
     await this.#run('deleteSession', true, call, DELETE, keyList(DELETE, keys), argList(DELETE, keys));
   }
 
   async listSessions(query: ListQuery, call?: StoreCall): Promise<ListResult> {
-    await this.#checkLayout('listSessions', call);
+    if (!this.#layoutChecked) await this.#checkLayout('listSessions', call);
     const app = appKeys(this.#prefix, query.appName);
     if (query.userId === undefined && this.#shards > 1) return this.#listShards(query, app, call);
     const shard: ShardKeys =
@@ -595,13 +595,13 @@ export class RedisStore implements SessionStore {
   }
 
   async readUserState(appName: string, userId: string, call?: StoreCall): Promise<Bucket> {
-    await this.#checkLayout('getUserState', call);
+    if (!this.#layoutChecked) await this.#checkLayout('getUserState', call);
     const keys = userKeys(this.#prefix, appName, userId, this.#shards);
     return toBucket((await this.#readBucket('getUserState', call, keys.userState)) as string[]);
   }
 
   async readAppState(appName: string, call?: StoreCall): Promise<Bucket> {
-    await this.#checkLayout('getAppState', call);
+    if (!this.#layoutChecked) await this.#checkLayout('getAppState', call);
     if (!this.#direct) return toBucket(await this.#readApp('getAppState', call, appName));
     return toBucket((await this.#readBucket('getAppState', call, appKeys(this.#prefix, appName).appState)) as string[]);
   }
@@ -631,8 +631,7 @@ export class RedisStore implements SessionStore {
    * a service with another number would read and write other keys. A failed
    * check is tried again by the next call; a disagreement fails every call.
    */
-  #checkLayout(operation: string, call: StoreCall | undefined): Promise<void> | undefined {
-    if (this.#layoutChecked) return undefined;
+  #checkLayout(operation: string, call: StoreCall | undefined): Promise<void> {
     this.#layout ??= (async () => {
       const recorded = await this.#run(
         operation,
