@@ -53,6 +53,8 @@ export interface MigrateOptions {
   maxFailures?: number;
   /** Bound of the start-up check of each store, in milliseconds. Default 10 000. */
   checkTimeoutMs?: number;
+  /** Deadline of each call to an adk-state store, in milliseconds (core's `timeoutMs`). Default core's, 30 000. */
+  timeoutMs?: number;
   /** Stops the run between two sessions (the report then says `interrupted`). */
   signal?: AbortSignal;
   /** Called after each session. */
@@ -269,10 +271,11 @@ export async function listApps(service: BaseSessionService): Promise<string[] | 
 
 /** Runs a migration. Opens both stores from their URIs, checks them, and closes them at the end. */
 export async function migrate(options: MigrateOptions): Promise<MigrateReport> {
-  const source = await sessionServiceFromUri(options.from);
+  const serviceOptions = options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs };
+  const source = await sessionServiceFromUri(options.from, serviceOptions);
   let target: UriSessionService | undefined;
   try {
-    target = await sessionServiceFromUri(options.to);
+    target = await sessionServiceFromUri(options.to, serviceOptions);
     if (!canImport(target)) {
       throw new Error(`the target ${redactUri(options.to)} is not an adk-state store (it cannot import)`);
     }

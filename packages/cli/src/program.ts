@@ -42,6 +42,8 @@ export interface ProgramIo {
   write?: (text: string) => void;
   /** The terminal's width for the progress bar. Default stdout's columns, else 80. */
   columns?: number;
+  /** The redaction every output goes through; the program adds the URIs of its command line. Default a new one. */
+  redactor?: Redactor;
   /** Ends the process with a code. Default `process.exit`. */
   exit?: (code: number) => void;
   /** The environment (DATABASE_URL is ADK's fallback for the session URI). */
@@ -110,7 +112,8 @@ function port(value: string): number {
 export function createProgram(io: ProgramIo = {}): Command {
   const env = io.env ?? process.env;
   // Every line this program prints goes through one redaction: the URIs of the command line and of DATABASE_URL.
-  const redactor = new Redactor([env.DATABASE_URL]);
+  const redactor = io.redactor ?? new Redactor();
+  redactor.add(env.DATABASE_URL);
   const rawError = io.error ?? ((message: string) => process.stderr.write(`${message}\n`));
   const rawPrint = io.print ?? ((text: string) => process.stdout.write(`${text}\n`));
   const rawWrite = io.write ?? ((text: string) => process.stdout.write(text));
@@ -302,6 +305,7 @@ export function createProgram(io: ProgramIo = {}): Command {
     )
     .option('--overwrite', 'The source wins every conflict (same as --on-conflict source)')
     .option('--max-failures <n>', 'Stop after this many sessions in a row failed', '5')
+    .option('--timeout <seconds>', 'Deadline of each call to an adk-state store (default 30)')
     .option(
       '--check-timeout <seconds>',
       'How long the start-up check of each store may take',
@@ -337,6 +341,7 @@ export function createProgram(io: ProgramIo = {}): Command {
           verify: flags.verify === true,
           onConflict: flags.overwrite === true ? 'source' : flags.onConflict,
           maxFailures,
+          ...(flags.timeout === undefined ? {} : { timeoutMs: seconds(flags.timeout, '--timeout') }),
           checkTimeoutMs: seconds(flags.checkTimeout, '--check-timeout'),
           signal: controller.signal,
           onProgress: display.update,
@@ -366,6 +371,7 @@ interface MigrateFlags {
   onConflict: ConflictPolicy;
   overwrite?: boolean;
   maxFailures: string;
+  timeout?: string;
   checkTimeout: string;
 }
 

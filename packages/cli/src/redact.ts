@@ -128,3 +128,20 @@ export class Redactor {
     return out;
   }
 }
+
+/**
+ * Passes everything written to `stream` through `redactor` first: the lines
+ * other libraries print (ADK's server logs, a client's warnings) included.
+ */
+export function redactStream(stream: NodeJS.WriteStream, redactor: Redactor): void {
+  const write = stream.write.bind(stream) as (chunk: unknown, ...rest: unknown[]) => boolean;
+  stream.write = ((chunk: unknown, ...rest: unknown[]) => {
+    if (typeof chunk === 'string') return write(redactor.redact(chunk), ...rest);
+    if (chunk instanceof Uint8Array) {
+      const text = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength).toString('utf8');
+      const redacted = redactor.redact(text);
+      return write(redacted === text ? chunk : redacted, ...rest);
+    }
+    return write(chunk, ...rest);
+  }) as NodeJS.WriteStream['write'];
+}

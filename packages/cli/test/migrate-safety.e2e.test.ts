@@ -271,6 +271,36 @@ describe('adk-state migrate, interrupted and stopped', () => {
     }
   });
 
+  it('a target that hangs mid-run stops the run after --max-failures timed-out sessions, not one wait per session', async () => {
+    const hanging = await startRedisServer();
+    try {
+      const args = [
+        'migrate',
+        '--from',
+        `${redis.url}/1`,
+        '--to',
+        `${hanging.url}/0`,
+        '--app',
+        'big',
+        '--max-failures',
+        '2',
+        '--timeout',
+        '1',
+      ];
+      const cli = await startCli(args, 0, 'migrate: sessions ');
+      await hanging.pause();
+      const code = await cli.stop('SIGCONT');
+      const output = cli.output();
+      expect(code, output).toBe(1);
+      expect(output).toContain('stopped: 2 sessions in a row failed');
+      expect(output).toContain('to resume, run the same command again');
+      expect(output).toMatch(/; 2 failed; of 300 sessions/);
+    } finally {
+      hanging.resume();
+      await hanging.stop();
+    }
+  });
+
   it('on a terminal 40 columns wide the progress is one line redrawn within 39 columns; elsewhere plain lines', async () => {
     const cli = await startCliOnTerminal(
       ['migrate', '--from', `${redis.url}/1`, '--to', `${redis.url}/3`, '--app', 'big'],

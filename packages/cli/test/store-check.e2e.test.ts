@@ -5,9 +5,12 @@
  * has no such database, with exit code 1 and a message that names the store
  * and the cause, and never the password. A server that starts names its store.
  */
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { freePort, type RedisServer, startRedisServer } from '@adk-state/test-servers/redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AGENTS_DIR, runCli, startCli } from './support/cli-process.js';
+import { AGENTS_DIR, call, runCli, startCli } from './support/cli-process.js';
 
 /** The server's password: every character that needs percent-encoding in a URI. */
 const PASSWORD = 'p/a#s?s@w%rd';
@@ -124,6 +127,36 @@ describe('the start-up check of a store', () => {
       );
     } finally {
       await memory.stop();
+    }
+  }, 120_000);
+
+  it('hides the password in lines other code prints too (an agent that logs $DATABASE_URL)', async () => {
+    const agents = await mkdtemp(join(tmpdir(), 'adk-state-loud-'));
+    try {
+      await mkdir(join(agents, 'loud'));
+      const greeter = join(AGENTS_DIR, 'greeter', 'agent.js');
+      await writeFile(
+        join(agents, 'loud', 'agent.js'),
+        `import { rootAgent as greeter } from ${JSON.stringify(greeter)};\n` +
+          "console.log('loud agent sees ' + process.env.DATABASE_URL);\n" +
+          'export const rootAgent = greeter;\n',
+      );
+      const uri = `redis://:${encode(PASSWORD)}@127.0.0.1:${guarded.port}/4`;
+      const port = await freePort();
+      const cli = await startCli(['api_server', agents, '--port', String(port)], port, 'with sessions in', {
+        DATABASE_URL: uri,
+      });
+      try {
+        expect((await call(cli.url, 'GET', '/list-apps')).body, cli.output()).toEqual(['loud']);
+        expect((await call(cli.url, 'POST', '/apps/loud/users/u/sessions', {})).status).toBe(200);
+        await expect.poll(() => cli.output(), { timeout: 15_000 }).toContain('loud agent sees');
+        expect(cli.output()).toContain(`loud agent sees redis://:***@127.0.0.1:${guarded.port}/4`);
+        expect(cli.output()).not.toContain(encode(PASSWORD));
+      } finally {
+        await cli.stop();
+      }
+    } finally {
+      await rm(agents, { recursive: true, force: true });
     }
   }, 120_000);
 
