@@ -1,0 +1,148 @@
+/**
+ * The service's cache of recently read logs: what it asks of a store that
+ * reads incrementally, and that it never changes what a read returns.
+ */
+import { createEvent } from '@google/adk';
+import { describe, expect, it } from 'vitest';
+import { InvalidArgumentError, StateSessionService } from '../src/index.js';
+import { LogCache, logBytes } from '../src/log-cache.js';
+import type {
+  AppendInput,
+  HeldSession,
+  LoadResult,
+  SessionKey,
+  SessionStore,
+  SinceResult,
+  StoredEvent,
+} from '../src/store-kit.js';
+
+/** One session in memory, with an incremental read, counting what each read returned. */
+function countingStore() {
+  const events: StoredEvent[] = [];
+  let revision = 7;
+  let logMark = 'life-1';
+  const calls: { method: string; held?: HeldSession; events: number }[] = [];
+  const head = (): LoadResult['session'] => ({
+    id: 's',
+    appName: 'a',
+    userId: 'u',
+    lastUpdateTime: 1,
+    revision,
+    state: new Map([['n', String(events.length)]]),
+  });
+  const store = {
+    async createSession() {
+      return { status: 'created', userState: new Map(), appState: new Map() };
+    },
+    async appendEvent(input: AppendInput) {
+      if (input.expectedRevision !== revision) return { status: 'stale', revision };
+      events.push(input.event);
+      revision++;
+      return { status: 'ok' };
+    },
+    async loadSession(_key: SessionKey, filter: { limit?: number }): Promise<LoadResult> {
+      const chosen = filter.limit === undefined ? events.slice() : events.slice(-filter.limit);
+      calls.push({ method: 'loadSession', events: chosen.length });
+      return { session: head(), userState: new Map(), appState: new Map(), events: chosen, logMark };
+    },
+    async loadSessionSince(_key: SessionKey, held: HeldSession): Promise<SinceResult> {
+      const restart = held.logMark !== logMark;
+      const chosen = restart ? events.slice() : events.slice(held.events);
+      calls.push({ method: 'loadSessionSince', held, events: chosen.length });
+      return { session: head(), userState: new Map(), appState: new Map(), events: chosen, logMark, restart };
+    },
+    async deleteSession() {},
+  } as unknown as SessionStore;
+  return {
+    store,
+    calls,
+    newLife() {
+      events.length = 0;
+      logMark = 'life-2';
+      revision = 100;
+    },
+  };
+}
+
+const key = { appName: 'a', userId: 'u', sessionId: 's' };
+const event = (n: number) =>
+  createEvent({ id: `e${n}`, invocationId: 'i', author: 'a', content: { parts: [{ text: `turn ${n}` }] } });
+
+describe('the cache of recently read logs', () => {
+  it('a whole read of a session read before asks the store only for the events after the held ones', async () => {
+    const { store, calls } = countingStore();
+    const service = new StateSessionService(store);
+    await service.createSession(key);
+    for (let n = 1; n <= 3; n++) {
+      const session = (await service.getSession(key)) ?? (await service.createSession(key));
+      await service.appendEvent({ session, event: event(n) });
+    }
+    const read = await service.getSession(key);
+    expect(read?.events.map((e) => e.id)).toEqual(['e1', 'e2', 'e3']);
+    expect(read?.state.n).toBe(3);
+    expect(calls.map((c) => [c.method, c.events, c.held?.events])).toEqual([
+      ['loadSession', 0, undefined],
+      ['loadSessionSince', 1, 0],
+      ['loadSessionSince', 1, 1],
+      ['loadSessionSince', 1, 2],
+    ]);
+    // Filtered reads go to loadSession as before.
+    await service.getSession({ ...key, config: { numRecentEvents: 1 } });
+    expect(calls.at(-1)).toEqual({ method: 'loadSession', events: 1 });
+  });
+
+  it('a store that answers with another life replaces the held log', async () => {
+    const { store, calls, newLife } = countingStore();
+    const service = new StateSessionService(store);
+    await service.createSession(key);
+    const session = await service.getSession(key);
+    if (!session) throw new Error('the session is stored');
+    await service.appendEvent({ session, event: event(1) });
+    expect((await service.getSession(key))?.events).toHaveLength(1);
+    newLife();
+    expect((await service.getSession(key))?.events).toEqual([]);
+    expect(calls.at(-1)?.held).toEqual({ revision: 8, logMark: 'life-1', events: 1 });
+    // The log read as the new life is the one held now.
+    expect((await service.getSession(key))?.events).toEqual([]);
+    expect(calls.at(-1)?.held).toEqual({ revision: 100, logMark: 'life-2', events: 0 });
+  });
+
+  it('logCacheBytes: 0 never reads incrementally; a bad size is refused', async () => {
+    const { store, calls } = countingStore();
+    const service = new StateSessionService(store, { logCacheBytes: 0 });
+    await service.getSession(key);
+    await service.getSession(key);
+    expect(calls.map((c) => c.method)).toEqual(['loadSession', 'loadSession']);
+    for (const logCacheBytes of [-1, 0.5, Number.NaN, '1']) {
+      expect(() => new StateSessionService(store, { logCacheBytes: logCacheBytes as number })).toThrow(
+        InvalidArgumentError,
+      );
+    }
+  });
+});
+
+describe('LogCache', () => {
+  const log = (id: string, length: number): StoredEvent[] => [{ id, timestamp: 1, json: 'x'.repeat(length) }];
+  const entry = (events: StoredEvent[]) => ({ revision: 1, logMark: 'm', events, bytes: logBytes(events) });
+
+  it('keeps at most maxBytes, dropping the least recently used first, and never an entry larger than itself', () => {
+    const size = logBytes(log('a', 100));
+    const cache = new LogCache(size * 2);
+    cache.set('a', entry(log('a', 100)));
+    cache.set('b', entry(log('b', 100)));
+    cache.get('a');
+    cache.set('c', entry(log('c', 100)));
+    expect([cache.get('a') !== undefined, cache.get('b') !== undefined, cache.get('c') !== undefined]).toEqual([
+      true,
+      false,
+      true,
+    ]);
+    expect(cache.bytes).toBe(size * 2);
+    cache.set('big', entry(log('big', 1000)));
+    expect(cache.get('big')).toBeUndefined();
+    expect(cache.bytes).toBeLessThanOrEqual(size * 2);
+    cache.delete('a');
+    cache.delete('c');
+    expect(cache.bytes).toBe(0);
+  });
+});
