@@ -62,6 +62,10 @@ export const FIELD = {
   count: '\u0000n',
   /** Session hash: the revision the session was created with. */
   first: '\u0000c',
+  /** Session hash: a token new with each create or import of the key (its `logMark`). */
+  life: '\u0000g',
+  /** Session hash: the revision of the last write that replaced an event in place. */
+  rewritten: '\u0000w',
   /** Outbox: the last position given to an entry (microseconds of the shard's clock, or one more than the last). */
   last: '\u0000q',
   /** Outbox: the highest position known applied to the app slot. */

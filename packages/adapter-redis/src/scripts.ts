@@ -251,7 +251,7 @@ const WRITE_KEYS = ['session', 'events', 'eventIds', 'userState', 'shardIndex', 
 const WRITE_TAIL = ['ttlMs', 'clock', 'appMember', 'userMember', 'expiryMember', 'mode', 'appDelta', 'ack'] as const;
 
 /** The fixed arguments createSession and importSession share: the listed time, revision, bucket sizes, then {@link WRITE_TAIL}. */
-const NEW_SESSION_ARGS = ['updateTime', 'revision', 'nSession', 'nUser', 'nApp', ...WRITE_TAIL] as const;
+const NEW_SESSION_ARGS = ['updateTime', 'revision', 'life', 'nSession', 'nUser', 'nApp', ...WRITE_TAIL] as const;
 
 /**
  * The start and the end of a new session, shared by createSession and
@@ -293,7 +293,7 @@ export const CREATE = define(
   NEW_SESSION_ARGS,
   `${NEW_SESSION}
 if redis.call('EXISTS', KEYS.session) == 1 then return 0 end
-local _, view = start_session({ ${F.revision}, ARGV.revision, ${F.first}, ARGV.revision, ${F.updated}, ARGV.updateTime, ${F.count}, '0' })
+local _, view = start_session({ ${F.revision}, ARGV.revision, ${F.first}, ARGV.revision, ${F.life}, ARGV.life, ${F.updated}, ARGV.updateTime, ${F.count}, '0' })
 index_session()
 if ARGV.mode == 'd' then view = redis.call('HGETALL', KEYS.app)
 elseif not view then view = outbox_view(redis.call('HGETALL', KEYS.app), '') end
@@ -314,7 +314,7 @@ export const IMPORT = define(
   NEW_SESSION_ARGS,
   `${NEW_SESSION}
 if redis.call('EXISTS', KEYS.session) == 1 then return 0 end
-local next, view = start_session({ ${F.revision}, ARGV.revision, ${F.first}, ARGV.revision, ${F.updated}, ARGV.updateTime })
+local next, view = start_session({ ${F.revision}, ARGV.revision, ${F.first}, ARGV.revision, ${F.life}, ARGV.life, ${F.updated}, ARGV.updateTime })
 local count = 0
 local last = next + 2 * tonumber(ARGV[next]) - 1
 local batch = {}
@@ -357,13 +357,16 @@ local revision = meta[1]
 if not revision then return -1 end
 if revision ~= ARGV.expectedRevision then return tonumber(revision) end
 local count = tonumber(meta[2])
-local head = { ${F.revision}, string.format('%.0f', tonumber(revision) + 1), ${F.updated}, ARGV.updateTime }
+local new_revision = string.format('%.0f', tonumber(revision) + 1)
+local head = { ${F.revision}, new_revision, ${F.updated}, ARGV.updateTime }
 if redis.call('HSETNX', KEYS.eventIds, ARGV.eventIdField, count) == 1 then
   redis.call('RPUSH', KEYS.events, ARGV.entry)
   head[5] = ${F.count}
   head[6] = count + 1
 else
   redis.call('LSET', KEYS.events, redis.call('HGET', KEYS.eventIds, ARGV.eventIdField), ARGV.entry)
+  head[5] = ${F.rewritten}
+  head[6] = new_revision
 end
 local next = hset_pairs(KEYS.session, head, ARGV_REST, tonumber(ARGV.nSession))
 next = hset_pairs(KEYS.userState, nil, next, tonumber(ARGV.nUser))
@@ -384,19 +387,42 @@ return view or 0
  * tail of the log. The afterTimestamp walk goes back from the tail in growing
  * chunks and stops at the first event whose timestamp is <= afterTimestamp
  * (or at the `limit` bound), so it reads O(events returned) entries. Empty
- * arguments mean none. Returns 0 when the session is missing, else
- * { session, user, app bucket or outbox view, events }.
+ * arguments mean none. With `heldEvents` (a reader's copy: that many first
+ * events, at `heldRevision`, of the life `heldLife`), only the later events,
+ * or all of them when the log is no longer what the reader holds (another
+ * life, an event replaced in place since, a lower revision, fewer events).
+ * Returns 0 when the session is missing, else
+ * { session, user, app bucket or outbox view, events, restart (0 | 1) }.
  */
 export const LOAD = define(
   'load',
   ['session', 'events', 'userState', 'app'] as const,
-  ['afterTimestamp', 'limit', 'mode', 'from'] as const,
+  ['afterTimestamp', 'limit', 'mode', 'from', 'heldEvents', 'heldRevision', 'heldLife'] as const,
   `${NOW}${OUTBOX}
 local session = redis.call('HGETALL', KEYS.session)
 if #session == 0 then return 0 end
 local length = redis.call('LLEN', KEYS.events)
 local floor = 0
 if ARGV.limit ~= '' then floor = math.max(0, length - tonumber(ARGV.limit)) end
+-- A reader that holds the first heldEvents events as of heldRevision of this life gets only
+-- the later ones, unless the log is no longer what it holds (restart: the whole log).
+local restart = 0
+if ARGV.heldEvents ~= '' then
+  local held = tonumber(ARGV.heldEvents)
+  local life, revision, rewritten = '', -1, -1
+  for at = 1, #session, 2 do
+    local field = session[at]
+    if field == ${F.life} then life = session[at + 1]
+    elseif field == ${F.revision} then revision = tonumber(session[at + 1])
+    elseif field == ${F.rewritten} then rewritten = tonumber(session[at + 1]) end
+  end
+  local held_revision = tonumber(ARGV.heldRevision)
+  if life ~= ARGV.heldLife or revision < held_revision or rewritten > held_revision or held > length then
+    restart = 1
+  else
+    floor = held
+  end
+end
 local events = {}
 if ARGV.afterTimestamp == '' then
   if floor < length then events = redis.call('LRANGE', KEYS.events, floor, -1) end
@@ -432,7 +458,7 @@ end
 local app
 if ARGV.mode == 'd' then app = redis.call('HGETALL', KEYS.app)
 else app = outbox_view(redis.call('HGETALL', KEYS.app), ARGV.from) end
-return { session, redis.call('HGETALL', KEYS.userState), app, events }
+return { session, redis.call('HGETALL', KEYS.userState), app, events, restart }
 `,
 );
 

@@ -12,6 +12,7 @@
  * requests.
  */
 
+import { randomBytes } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { InvalidArgumentError } from '@adk-state/core';
 import type {
@@ -22,6 +23,7 @@ import type {
   CreateResult,
   EventFilter,
   ExpiryClock,
+  HeldSession,
   ImportInput,
   ImportResult,
   ListQuery,
@@ -30,6 +32,7 @@ import type {
   SessionKey,
   SessionRecord,
   SessionStore,
+  SinceResult,
   StoreCall,
   StoredEvent,
 } from '@adk-state/core/store';
@@ -40,6 +43,7 @@ import {
   appKeys,
   decodeText,
   encodeText,
+  FIELD,
   layoutKey,
   REVISION_FIELD,
   SEPARATOR,
@@ -150,7 +154,7 @@ export class RedisLayoutError extends InvalidArgumentError {
 }
 
 /** The reply of {@link LOAD}: session hash, user bucket, app bucket or outbox view, log entries. */
-type LoadReply = [string[], string[], string[] | OutboxReply, string[]];
+type LoadReply = [string[], string[], string[] | OutboxReply, string[], number | string];
 
 export class RedisStore implements SessionStore {
   readonly backend = 'redis';
@@ -294,6 +298,20 @@ export class RedisStore implements SessionStore {
   }
 
   async loadSession(key: SessionKey, filter: EventFilter, call?: StoreCall): Promise<LoadResult | undefined> {
+    return this.#load(key, filter, undefined, call);
+  }
+
+  /** The whole log for a reader that holds its first events: only the later ones, in the same one read. */
+  loadSessionSince(key: SessionKey, held: HeldSession, call?: StoreCall): Promise<SinceResult | undefined> {
+    return this.#load(key, {}, held, call) as Promise<SinceResult | undefined>;
+  }
+
+  async #load(
+    key: SessionKey,
+    filter: EventFilter,
+    held: HeldSession | undefined,
+    call: StoreCall | undefined,
+  ): Promise<LoadResult | SinceResult | undefined> {
     if (!this.#layoutChecked) await this.#checkLayout('getSession', call);
     const keys = this.#keys(key);
     let after = filter.afterTimestamp;
@@ -314,18 +332,21 @@ export class RedisStore implements SessionStore {
       afterTimestamp: after === undefined ? '' : String(after),
       limit: limit === undefined ? '' : String(limit),
       mode: this.#direct ? 'd' : 'o',
+      heldEvents: held ? String(held.events) : '',
+      heldRevision: held ? String(held.revision) : '',
+      heldLife: held ? held.logMark : '',
     };
     const load = async (from: string) =>
       (await this.#run('getSession', false, call, LOAD, loadKeys, argList(LOAD, { ...bounds, from }))) as LoadReply | 0;
     if (this.#direct) {
       const reply = await load('');
-      return reply === 0 ? undefined : loaded(key, reply, reply[2] as string[]);
+      return reply === 0 ? undefined : loaded(key, reply, reply[2] as string[], held !== undefined);
     }
     const read = await this.#outbox.read('getSession', call, key.appName, keys, async (from) => {
       const reply = await load(from);
       return reply === 0 ? undefined : { result: reply, view: parseView(reply[2] as OutboxReply) };
     });
-    return read === undefined ? undefined : loaded(key, read.result, read.appState);
+    return read === undefined ? undefined : loaded(key, read.result, read.appState, held !== undefined);
   }
 
   async appendEvent(input: AppendInput, call?: StoreCall): Promise<AppendResult> {
@@ -401,6 +422,7 @@ export class RedisStore implements SessionStore {
       {
         updateTime: String(updateTime),
         revision: String(revision),
+        life: randomBytes(12).toString('base64url'),
         nSession: session.size,
         nUser: user.size,
         nApp: app.count,
@@ -698,15 +720,28 @@ function emitWarning(warning: RedisStoreWarning): void {
   });
 }
 
-/** A loaded session from the reply of {@link LOAD} and the app state of the same moment. */
-function loaded(key: SessionKey, reply: LoadReply, appState: string[]): LoadResult {
-  const [session, user, , entries] = reply;
-  return {
+/**
+ * A loaded session from the reply of {@link LOAD} and the app state of the
+ * same moment; with `since`, a {@link SinceResult} (the reply says whether
+ * the log was sent whole).
+ */
+function loaded(key: SessionKey, reply: LoadReply, appState: string[], since: boolean): LoadResult | SinceResult {
+  const [session, user, , entries, restart] = reply;
+  const life = fieldOf(session, FIELD.life);
+  const result: LoadResult = {
     session: toRecord(key, session),
     userState: toBucket(user),
     appState: toBucket(appState),
     events: entries.map(decodeEntry),
+    ...(life === undefined ? {} : { logMark: life }),
   };
+  return since ? { ...result, restart: Number(restart) === 1 } : result;
+}
+
+/** A field's value in a flat HGETALL reply. */
+function fieldOf(flat: readonly string[], field: string): string | undefined {
+  for (let index = 0; index < flat.length; index += 2) if (flat[index] === field) return flat[index + 1];
+  return undefined;
 }
 
 /** A bucket as field/value arguments, fields encoded. */

@@ -1,0 +1,80 @@
+/**
+ * Incremental reads: a service that read a session whole reads it again
+ * with only the events appended since (one script, as a whole read), and
+ * the whole log again when the log is no longer what it holds: an event
+ * replaced in place, the id deleted and created again.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Session } from '@google/adk';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { RedisSessionService, SCRIPT_SHAS } from '../src/index.js';
+import { testEvent } from './support/index.js';
+
+/** A client that records how many log entries each session read brought back. */
+function counting(client: Redis) {
+  const entries: number[] = [];
+  const wrapped = new Proxy(client, {
+    get(target, property, receiver) {
+      if (property !== 'call') return Reflect.get(target, property, receiver);
+      return async (command: string, args: Array<string | number>) => {
+        const reply = await target.call(command, args);
+        if (command === 'evalsha' && args[0] === SCRIPT_SHAS.load && Array.isArray(reply)) {
+          entries.push((reply[3] as unknown[]).length);
+        }
+        return reply;
+      };
+    },
+  });
+  return { client: wrapped, entries };
+}
+
+describe.each([
+  ['one server', {}],
+  ['the outbox protocol', { shards: 8, clusterProtocol: true }],
+] as const)('incremental reads (%s)', (_label, layout) => {
+  let client: Redis;
+  beforeAll(() => {
+    client = new Redis(inject('redisUrl'));
+  });
+  afterAll(async () => {
+    await client.quit();
+  });
+
+  it('reads only the events appended since, and the whole log after a replaced event or a new life of the id', async () => {
+    const keyPrefix = `${inject('testPrefix')}-since-${randomUUID().slice(0, 8)}:`;
+    const { client: wrapped, entries } = counting(client);
+    const reader = new RedisSessionService({ client: wrapped, keyPrefix, ...layout });
+    const writer = new RedisSessionService({ client, keyPrefix, ...layout });
+    const key = { appName: 'app', userId: 'u1', sessionId: 's1' };
+    let session = await writer.createSession(key);
+    for (let n = 1; n <= 50; n++) await writer.appendEvent({ session, event: testEvent({ n, 'app:n': n }) });
+
+    await writer.getSession(key); // the server has the read script from here on: every read is one EVALSHA
+    expect(((await reader.getSession(key)) as Session).events).toHaveLength(50);
+    const first = (session = (await writer.getSession(key)) as Session).events[0];
+    await writer.appendEvent({ session, event: testEvent({ n: 51, 'app:n': 51 }) });
+    const again = (await reader.getSession(key)) as Session;
+    expect(again.events).toHaveLength(51);
+    expect(again.state).toEqual({ n: 51, 'app:n': 51 });
+    expect(entries.slice(-2)).toEqual([50, 1]);
+
+    // An event replaced in place (its delta applied again): the reader's copy is no prefix of the log any more.
+    session = (await writer.getSession(key)) as Session;
+    const replaced = { ...(first as NonNullable<typeof first>), timestamp: (first?.timestamp ?? 0) + 1 };
+    await writer.appendEvent({ session, event: replaced as never });
+    const afterReplace = (await reader.getSession(key)) as Session;
+    expect(afterReplace.events[0]?.timestamp).toBe(replaced.timestamp);
+    expect(afterReplace.state).toEqual({ n: 1, 'app:n': 1 });
+    expect(entries.at(-1)).toBe(51);
+
+    // The id deleted and created again: a new life, read whole.
+    await writer.deleteSession(key);
+    const reborn = await writer.createSession(key);
+    await writer.appendEvent({ session: reborn, event: testEvent({ life: 2 }) });
+    const newLife = (await reader.getSession(key)) as Session;
+    expect(newLife.events).toHaveLength(1);
+    expect(newLife.state).toEqual({ life: 2, 'app:n': 1 });
+    expect(entries.at(-1)).toBe(1);
+  });
+});
