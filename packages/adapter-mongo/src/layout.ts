@@ -27,6 +27,12 @@ export interface SessionDoc {
   revision: number;
   state: StateFields;
   createdAt: Date;
+  /**
+   * Random per creation and import: tells this life of the key from any
+   * other, for incremental reads. Absent on sessions created before the
+   * field existed (those are always read whole).
+   */
+  logMark?: string;
   /** Only with a session time-to-live. */
   expiresAt?: Date;
   schemaVersion: number;
@@ -34,8 +40,13 @@ export interface SessionDoc {
 
 export interface EventDoc {
   _id: { app: KeyPart; user: KeyPart; session: KeyPart; id: KeyPart };
-  /** Position in append order; a re-appended id keeps its own. */
+  /** Position in append order (the revision that first wrote the event); a re-appended id keeps its own. */
   seq: number;
+  /**
+   * The revision that wrote this version of the event: `seq`, or later for a
+   * re-appended id. Absent on events written before the field existed.
+   */
+  rev?: number;
   timestamp: number;
   /** The event as JSON text, exactly as core encoded it. */
   json: string;

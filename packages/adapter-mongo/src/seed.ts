@@ -69,6 +69,7 @@ export async function seedHistory(
     docs.push({
       _id: eventId(key.appName, key.userId, key.sessionId, stored.id),
       seq: first + index + 1,
+      rev: first + index + 1,
       timestamp: stored.timestamp,
       json: stored.json,
       schemaVersion: SCHEMA_VERSION,
@@ -81,6 +82,7 @@ export async function seedHistory(
     revision: first + events.length,
     state: toStateFields(session),
     createdAt: new Date(createTime),
+    logMark: randomUUID(),
     schemaVersion: SCHEMA_VERSION,
   };
   for (let i = 0; i < docs.length; i += BATCH) {
@@ -124,6 +126,7 @@ export async function seedSessions(
         revision: firstRevision(),
         state: {},
         createdAt: new Date(createTime),
+        logMark: randomUUID(),
         schemaVersion: SCHEMA_VERSION,
       });
     }

@@ -15,6 +15,7 @@
  * the service has given up on sends no further command and never commits.
  */
 
+import { randomUUID } from 'node:crypto';
 import { AdkStateError, BackendError } from '@adk-state/core';
 import type {
   AppendInput,
@@ -23,6 +24,7 @@ import type {
   CreateInput,
   CreateResult,
   EventFilter,
+  HeldSession,
   ImportInput,
   ImportResult,
   ListQuery,
@@ -31,6 +33,7 @@ import type {
   SessionKey,
   SessionRecord,
   SessionStore,
+  SinceResult,
   StoreCall,
   StoredEvent,
 } from '@adk-state/core/store';
@@ -106,7 +109,20 @@ const RETRY_WINDOW_MS = 120_000;
 /** The store methods that write; their failures say whether they were applied. */
 const WRITES = new Set(['createSession', 'appendEvent', 'deleteSession', 'importSession']);
 
-type SessionHeadDoc = Pick<SessionDoc, '_id' | 'lastUpdateTime' | 'revision' | 'state' | 'schemaVersion' | 'expiresAt'>;
+type SessionHeadDoc = Pick<
+  SessionDoc,
+  '_id' | 'lastUpdateTime' | 'revision' | 'state' | 'schemaVersion' | 'expiresAt' | 'logMark'
+>;
+
+/** What a read of a session head takes. */
+const HEAD_PROJECTION = {
+  lastUpdateTime: 1,
+  revision: 1,
+  state: 1,
+  schemaVersion: 1,
+  expiresAt: 1,
+  logMark: 1,
+};
 
 /** What a command carries of its call: the time left (`maxTimeMS`) and the abort signal. */
 interface CallOptions {
@@ -404,6 +420,7 @@ export class MongoStore implements SessionStore {
       sortId: utf16OrderKey(key.sessionId),
       ...fields,
       createdAt: new Date(now),
+      logMark: randomUUID(),
       ...(ttl !== undefined ? { expiresAt: new Date(now + ttl * 1000) } : {}),
       schemaVersion: SCHEMA_VERSION,
     };
@@ -502,6 +519,7 @@ export class MongoStore implements SessionStore {
     const docs: EventDoc[] = events.map((event, index) => ({
       _id: eventId(appName, userId, id, event.id),
       seq: input.revision - events.length + index + 1,
+      rev: input.revision - events.length + index + 1,
       timestamp: event.timestamp,
       json: event.json,
       ...expiry,
@@ -571,35 +589,77 @@ export class MongoStore implements SessionStore {
   }
 
   async loadSession(key: SessionKey, filter: EventFilter, call?: StoreCall): Promise<LoadResult | undefined> {
-    const now = this.#config.now();
     const { appName, userId, sessionId: id } = key;
     return this.#transaction('getSession', call, async (scope) => {
-      // The head, the user bucket and the app bucket: one read of the sessions collection.
-      const docs = await this.#sessions
-        .find(
-          where({
-            _id: { $in: [sessionId(appName, userId, id), userBucketId(appName, userId), appBucketId(appName)] },
-          }),
-          {
-            ...scope.next(),
-            projection: { lastUpdateTime: 1, revision: 1, state: 1, schemaVersion: 1, expiresAt: 1 },
-          },
-        )
-        .toArray();
-      let head: SessionHeadDoc | undefined;
-      let userState: Bucket = new Map();
-      let appState: Bucket = new Map();
-      for (const doc of docs) {
-        const docId = doc._id as unknown as { user: KeyPart | null; id?: KeyPart };
-        if (docId.id !== undefined) head = doc as unknown as SessionHeadDoc;
-        else if (docId.user === null) appState = fromStateFields(doc.state as StateFields);
-        else userState = fromStateFields(doc.state as StateFields);
-      }
-      if (!head || this.#expired(head, now)) return undefined;
-      this.#checkVersion(this.names.sessions, head);
+      const read = await this.#readHead(key, scope);
+      if (!read) return undefined;
       const events = await this.#readEvents(eventsOf(appName, userId, id), filter, scope);
-      return { session: this.#toRecord(head), userState, appState, events };
+      return { ...read.result, events };
     });
+  }
+
+  /**
+   * In one transaction as `loadSession`: the head and buckets, and the
+   * events appended after `held.revision` (an event's `seq` is the revision
+   * that first wrote it); the whole log instead when the held copy is of
+   * another life or an event was written again in place since.
+   */
+  async loadSessionSince(key: SessionKey, held: HeldSession, call?: StoreCall): Promise<SinceResult | undefined> {
+    const { appName, userId, sessionId: id } = key;
+    return this.#transaction('getSession', call, async (scope) => {
+      const read = await this.#readHead(key, scope);
+      if (!read) return undefined;
+      const { head } = read;
+      const query = eventsOf(appName, userId, id);
+      const sameLife = head.logMark !== undefined && head.logMark === held.logMark && head.revision >= held.revision;
+      if (sameLife) {
+        // New events, and any event written again since: one query, only those documents sent.
+        const since = { $gt: held.revision };
+        const written = await this.#events
+          .find(
+            { ...query, $or: [{ seq: since }, { rev: since }] },
+            { ...scope.next(), projection: { seq: 1, timestamp: 1, json: 1 }, sort: { seq: 1 } },
+          )
+          .toArray();
+        if (written.every((event) => (event.seq as number) > held.revision)) {
+          return { ...read.result, events: written.map(toStoredEvent), restart: false };
+        }
+      }
+      // Another life, or a held event written again: the whole log.
+      const events = await this.#readEvents(query, {}, scope);
+      return { ...read.result, events, restart: true };
+    });
+  }
+
+  /** The head, the user bucket and the app bucket: one read of the sessions collection. Undefined when not stored or expired. */
+  async #readHead(
+    key: SessionKey,
+    scope: TransactionScope,
+  ): Promise<{ head: SessionHeadDoc; result: Omit<LoadResult, 'events'> } | undefined> {
+    const now = this.#config.now();
+    const { appName, userId, sessionId: id } = key;
+    const docs = await this.#sessions
+      .find(
+        where({
+          _id: { $in: [sessionId(appName, userId, id), userBucketId(appName, userId), appBucketId(appName)] },
+        }),
+        { ...scope.next(), projection: HEAD_PROJECTION },
+      )
+      .toArray();
+    let head: SessionHeadDoc | undefined;
+    let userState: Bucket = new Map();
+    let appState: Bucket = new Map();
+    for (const doc of docs) {
+      const docId = doc._id as unknown as { user: KeyPart | null; id?: KeyPart };
+      if (docId.id !== undefined) head = doc as unknown as SessionHeadDoc;
+      else if (docId.user === null) appState = fromStateFields(doc.state as StateFields);
+      else userState = fromStateFields(doc.state as StateFields);
+    }
+    if (!head || this.#expired(head, now)) return undefined;
+    this.#checkVersion(this.names.sessions, head);
+    const result: Omit<LoadResult, 'events'> = { session: this.#toRecord(head), userState, appState };
+    if (typeof head.logMark === 'string') result.logMark = head.logMark;
+    return { head, result };
   }
 
   /**
@@ -663,6 +723,7 @@ export class MongoStore implements SessionStore {
         $set: {
           timestamp: input.event.timestamp,
           json: input.event.json,
+          rev: input.expectedRevision + 1,
           schemaVersion: SCHEMA_VERSION,
           ...this.#eventExpiry(now),
         },

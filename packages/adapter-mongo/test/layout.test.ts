@@ -75,7 +75,7 @@ describe('the MongoDB layout', () => {
       schemaVersion: 1,
     });
     expect(stored?.createdAt).toBeInstanceOf(Date);
-    expect(stored).not.toHaveProperty('incarnation');
+    expect(stored?.logMark).toEqual(expect.any(String));
     const events = await db
       .collection(names.events)
       .find({ '_id.app': appName, '_id.user': 'u1', '_id.session': 's1' })
@@ -84,6 +84,7 @@ describe('the MongoDB layout', () => {
       {
         _id: { app: appName, user: 'u1', session: 's1', id: appended.id },
         seq: first + 1,
+        rev: first + 1,
         timestamp: appended.timestamp,
         json: JSON.stringify(appended),
         schemaVersion: 1,

@@ -32,8 +32,14 @@ async function stored(appName: string, sessionId: string) {
   // Each session starts at its own random revision: compare revisions and positions from there.
   const first = (head.revision as number) - events.length;
   return {
-    head: { ...head, revision: head.revision - first, _id: { ...head._id, app: 'app' } },
-    events: events.map(({ _id, seq, ...fields }) => ({ id: _id.id, seq: seq - first, ...fields })),
+    // The log mark is random per creation: compare that there is one.
+    head: { ...head, revision: head.revision - first, logMark: typeof head.logMark, _id: { ...head._id, app: 'app' } },
+    events: events.map(({ _id, seq, rev, ...fields }) => ({
+      id: _id.id,
+      seq: seq - first,
+      rev: rev - first,
+      ...fields,
+    })),
     user: (await sessions.findOne({ _id: { app: appName, user: 'u1' } as never }))?.state,
     app: (await sessions.findOne({ _id: { app: appName, user: null } as never }))?.state,
   };
