@@ -167,7 +167,7 @@ describe('adk-state migrate, run again on a target that took writes', () => {
     }
   });
 
-  it('without --app copies every app of the source (SQL and MongoDB list theirs); a mistyped --app exits 4', async () => {
+  it('without --app copies every app of the source (SQL, MongoDB and Redis list theirs); a mistyped --app exits 4', async () => {
     const sqlite = `sqlite://${join(scratch, 'apps.db')}`;
     const adk = await sessionServiceFromUri(sqlite);
     const mongo = await startStandIn();
@@ -192,6 +192,21 @@ describe('adk-state migrate, run again on a target that took writes', () => {
         for (const appName of ['shop', 'support', 'odd {app} #1']) {
           expect(await store.getAppState({ appName })).toEqual({ name: appName });
         }
+      }
+
+      // Redis lists its apps from its key names.
+      const fromRedis = redisDb(redis, 9);
+      const third = redisDb(redis, 8);
+      try {
+        for (const appName of ['shop', 'support', 'odd {app} #1']) {
+          await fromRedis.service.createSession({ appName, userId: 'ada', state: { 'app:name': appName } });
+        }
+        run = await runCli(['migrate', '--from', fromRedis.uri, '--to', third.uri, '--verify']);
+        expect(run.code, run.stdout + run.stderr).toBe(0);
+        expect(run.stdout).toContain('of 3 sessions in 3 apps');
+        expect(await third.service.getAppState({ appName: 'odd {app} #1' })).toEqual({ name: 'odd {app} #1' });
+      } finally {
+        await Promise.all([fromRedis.service.close(), third.service.close()]);
       }
 
       run = await runCli(['migrate', '--from', sqlite, '--to', target.uri, '--app', 'shpo']);
