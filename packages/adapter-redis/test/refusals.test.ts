@@ -4,7 +4,7 @@
  * not have an unknown-database error (nothing written, a retry fails the
  * same way), not an outage; and no error quotes ioredis's options.
  */
-import { BackendError, isAdkStateError } from '@adk-state/core';
+import { type BackendError, isAdkStateError } from '@adk-state/core';
 import { type RedisServer, startRedisServer } from '@adk-state/test-servers/redis';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
