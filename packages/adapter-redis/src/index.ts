@@ -14,6 +14,7 @@ import type { RedisStoreWarning } from './outbox.js';
 import { DEFAULT_DRAIN_MS, RedisStore } from './store.js';
 
 export type { ReplicaWait } from './connection.js';
+export { listAppNames } from './apps.js';
 export { appTag, decodeText, encodeText, sessionKeys, shardOf } from './keys.js';
 export type { RedisStoreWarning } from './outbox.js';
 export { DEFAULT_DRAIN_MS, RedisLayoutError, RedisStore, SCRIPT_SHAS } from './store.js';
