@@ -38,12 +38,14 @@ import {
   type EventFilter,
   type Expiry,
   expiryOf,
+  type HeldSession,
   type ListQuery,
   type ListResult,
   type LoadResult,
   type SessionKey,
   type SessionRecord,
   type SessionStore,
+  type SinceResult,
   type StoreCall,
   type StoredEvent,
 } from '@adk-state/core/store';
@@ -249,6 +251,11 @@ export class FirestoreStore implements SessionStore {
     return withCall(call, () => this.#loadSession(key, filter, call));
   }
 
+  /** The event documents written since the held revision, read with the session at one moment. */
+  loadSessionSince(key: SessionKey, held: HeldSession, call?: StoreCall): Promise<SinceResult | undefined> {
+    return withCall(call, () => this.#loadSessionSince(key, held, call));
+  }
+
   appendEvent(input: AppendInput, call?: StoreCall): Promise<AppendResult> {
     return withCall(call, () => this.#appendEvent(input, call));
   }
@@ -365,6 +372,7 @@ export class FirestoreStore implements SessionStore {
           userState: decodeState(user?.get('state')),
           appState: decodeState(app?.get('state')),
           events: selectStored(recent, filter, head.eventCount),
+          logMark: head.incarnation,
         };
       }
       checkCall(call);
@@ -380,6 +388,52 @@ export class FirestoreStore implements SessionStore {
       userState: decodeState(user?.get('state')),
       appState: decodeState(app?.get('state')),
       events: selectStored(stored, filter, head.eventCount),
+      logMark: head.incarnation,
+    };
+  }
+
+  /**
+   * Reads the session, its buckets and the event documents of this life
+   * written after `held.revision`, at one moment: new events, and any event
+   * written again in place since. Those must be exactly the positions after
+   * the held ones; otherwise (another life, a rewrite) the whole log is read.
+   */
+  async #loadSessionSince(
+    key: SessionKey,
+    held: HeldSession,
+    call: StoreCall | undefined,
+  ): Promise<SinceResult | undefined> {
+    const refs = this.#layout.session(key);
+    const query = refs.events.where('revision', '>', held.revision);
+    const read = await this.#readAtOneMoment([refs.session, refs.user, refs.app], query, call);
+    const [session, user, app] = read.docs;
+    if (!session?.exists) return undefined;
+    const head = session.data() as SessionDocument;
+    const written = read.events
+      .map((doc) => doc.data() as EventDocument)
+      .filter((event) => event.incarnation === head.incarnation)
+      .sort((a, b) => a.seq - b.seq);
+    const follows =
+      head.incarnation === held.logMark &&
+      head.revision >= held.revision &&
+      written.length === head.eventCount - held.events &&
+      written.every((event, index) => event.seq === held.events + 1 + index);
+    if (!follows) {
+      checkCall(call);
+      const whole = await this.#loadSession(key, {}, call);
+      return whole && { ...whole, restart: true };
+    }
+    return {
+      session: toRecord(head),
+      userState: decodeState(user?.get('state')),
+      appState: decodeState(app?.get('state')),
+      events: written.map((event) => ({
+        id: readText(event.id),
+        timestamp: event.timestamp,
+        json: readText(event.json),
+      })),
+      logMark: head.incarnation,
+      restart: false,
     };
   }
 
