@@ -6,6 +6,7 @@
  * same conversation runs on Gemini instead.
  */
 import { MemorySessionService } from '@adk-state/adapter-memory';
+import { scopeOf } from '@adk-state/core/store';
 import { type BaseLlm, type Event, Gemini, Runner, type Session } from '@google/adk';
 import { concierge, STATE_LINE, type TurnProbe } from './agent.js';
 import { heading, show, subheading, table } from './format.js';
@@ -76,14 +77,12 @@ function chooseModel(): { model: BaseLlm; label: string } {
   };
 }
 
-const SCOPE_ORDER = ['session', 'user:', 'app:', 'temp:'] as const;
-type Scope = (typeof SCOPE_ORDER)[number];
+const SCOPE_ORDER = ['session', 'user', 'app', 'temp'] as const;
 
-function scopeOf(key: string): Scope {
-  if (key.startsWith('user:')) return 'user:';
-  if (key.startsWith('app:')) return 'app:';
-  if (key.startsWith('temp:')) return 'temp:';
-  return 'session';
+/** A key's scope as the table shows it: `session`, or the prefix (`user:`, `app:`, `temp:`). */
+function scopeLabel(key: string): string {
+  const scope = scopeOf(key);
+  return scope === 'session' ? scope : `${scope}:`;
 }
 
 function byScope(a: string, b: string): number {
@@ -141,9 +140,9 @@ async function scopeTable(
   const keys = [...new Set([...Object.keys(probe.stateAtEnd), ...Object.keys(storedFlat)])].sort(byScope);
   const rows = [['scope', 'key', 'during the turn', 'stored']];
   for (const key of keys) {
-    const scope = scopeOf(key);
-    const storedValue = scope === 'temp:' ? '(never stored)' : key in storedFlat ? show(storedFlat[key], 30) : '-';
-    rows.push([scope, key, key in probe.stateAtEnd ? show(probe.stateAtEnd[key], 30) : '-', storedValue]);
+    const storedValue =
+      scopeOf(key) === 'temp' ? '(never stored)' : key in storedFlat ? show(storedFlat[key], 30) : '-';
+    rows.push([scopeLabel(key), key, key in probe.stateAtEnd ? show(probe.stateAtEnd[key], 30) : '-', storedValue]);
   }
   return table(rows);
 }
