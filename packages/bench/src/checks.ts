@@ -4,6 +4,7 @@
  */
 
 import { RAW_SCRIPT_PROBE } from './backends/redis.js';
+import { conversationChecks } from './checks-conversation.js';
 import { formatMs, formatRate, formatRatio } from './report/format.js';
 import type { Check, Results, WorkloadId } from './results.js';
 
@@ -276,6 +277,7 @@ export function evaluateChecks(results: Results): Check[] {
     ),
   );
 
+  checks.push(...conversationChecks(results));
   return checks;
 }
 

@@ -32,6 +32,8 @@ export interface BenchSizes {
   clusterUsers: number;
   /** Workload 8: appends per user in each of its two phases. */
   clusterAppends: number;
+  /** Workload 9: turns of the conversation through ADK's Runner (figures at turns 10, 100 and 1,000, as far as it goes). */
+  conversationTurns: number;
 }
 
 export interface BenchOptions {
@@ -71,6 +73,7 @@ export const DEFAULT_SIZES: BenchSizes = {
   listUsers: 100,
   listPage: 50,
   memoryEvents: 10_000,
+  conversationTurns: 1_000,
   rawOps: 2_000,
   clusterUsers: 600,
   clusterAppends: 5,
@@ -90,6 +93,7 @@ export const QUICK_SIZES: BenchSizes = {
   rawOps: 300,
   clusterUsers: 120,
   clusterAppends: 2,
+  conversationTurns: 100,
 };
 
 export function defaultOptions(quick = false): BenchOptions {

@@ -1,6 +1,7 @@
 /** The shape of results.json: every figure of a run. */
 
 import type { Placement } from './affinity.js';
+import type { ConversationResult } from './conversation.js';
 import type { Summary } from './stats.js';
 import type { TargetKind } from './targets/types.js';
 
@@ -137,5 +138,7 @@ export interface Results {
   memory: Record<string, MemoryResult>;
   /** Stores measured on a cluster too (by target id); absent in older results. */
   clusters?: Record<string, ClusterResult>;
+  /** Workload 9, the conversation through ADK's Runner (by target id); absent in older results. */
+  conversation?: Record<string, ConversationResult>;
   checks: Check[];
 }

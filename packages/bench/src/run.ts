@@ -11,6 +11,7 @@ import type { BenchOptions } from './options.js';
 import { runAppends } from './phases/appends.js';
 import { runClusters } from './phases/cluster.js';
 import { type BenchContext, createContext, type Log } from './phases/context.js';
+import { runConversations } from './phases/conversation.js';
 import { measureHeap } from './phases/heap.js';
 import { closeTargets, openTargets, placeProcesses, selectTargets } from './phases/open.js';
 import { measureProbes } from './phases/probes.js';
@@ -43,6 +44,7 @@ export async function runBench(
     await countRoundTrips(context);
     await runClusters(context);
     await measureHeap(context);
+    await runConversations(context);
     return results(context, started);
   } finally {
     await closeTargets(context);
@@ -72,6 +74,7 @@ function results(context: BenchContext, started: number): Results {
     roundTrips: context.roundTrips,
     memory: context.memory,
     ...(Object.keys(context.clusters).length > 0 ? { clusters: context.clusters } : {}),
+    ...(Object.keys(context.conversation).length > 0 ? { conversation: context.conversation } : {}),
     checks: [],
   };
   results.checks = evaluateChecks(results);

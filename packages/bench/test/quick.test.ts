@@ -89,6 +89,7 @@ describe('a whole run at tiny sizes', () => {
       listPage: 10,
       memoryEvents: 100,
       rawOps: 10,
+      conversationTurns: 12,
     };
     options.repetitions = 2;
     options.minSampleMs = 1;
@@ -110,7 +111,19 @@ describe('a whole run at tiny sizes', () => {
     expect(results.checks.find((check) => check.id === 'memory-vs-adk-in-memory')?.status).toMatch(/met|missed/);
     expect(results.checks.find((check) => check.id === 'redis-vs-adk-postgresql')?.status).toBe('not measured');
 
+    // The conversation ran its turns on both, with figures at turn 10 only (turn 100 is past the end).
+    for (const id of ['memory', 'adk-in-memory']) {
+      const conversation = results.conversation?.[id];
+      expect(conversation?.error).toBeUndefined();
+      expect(conversation?.points.map((point) => [point.turn, point.events])).toEqual([[10, 40]]);
+      expect(conversation?.points[0]?.storeMs.samples).toHaveLength(5);
+    }
+    const growth = results.checks.find((check) => check.id === 'conversation-growth-memory');
+    expect(growth?.status).toBe('not measured');
+    expect(growth?.note).toContain('12 turns');
+
     const table = renderTable(results);
+    expect(table).toContain("9. conversation through ADK's Runner");
     expect(table).toContain('adk-state memory');
     expect(table).toContain('ADK InMemorySessionService');
     const chart = renderChart(results);

@@ -7,6 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Placement } from '../affinity.js';
 import type { BackendSpec, RunningBackend } from '../backends/types.js';
+import type { ConversationResult } from '../conversation.js';
 import type { BenchOptions, BenchSizes } from '../options.js';
 import type {
   BackendInfo,
@@ -61,6 +62,7 @@ export interface BenchContext {
   readonly roundTrips: Record<string, RoundTripResult>;
   readonly clusters: Record<string, ClusterResult>;
   readonly memory: Record<string, MemoryResult>;
+  readonly conversation: Record<string, ConversationResult>;
 }
 
 export function createContext(options: BenchOptions, log: Log): BenchContext {
@@ -79,6 +81,7 @@ export function createContext(options: BenchOptions, log: Log): BenchContext {
     roundTrips: {},
     clusters: {},
     memory: {},
+    conversation: {},
   };
 }
 

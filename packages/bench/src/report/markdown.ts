@@ -3,9 +3,11 @@
  * the run was made, the chart, the targets with their measured ratios, and
  * every figure. Nothing in it is written by hand.
  */
+
 import { placementLine } from '../affinity.js';
 import { machineLine } from '../machine.js';
 import type { Results } from '../results.js';
+import { CONVERSATION_TITLE, conversationTable } from './conversation.js';
 import {
   checkVerdict,
   growthRows,
@@ -117,6 +119,19 @@ export function renderMarkdown(results: Results, chartPath: string): string {
   out.push('');
   out.push(table(['target', 'ratio'], growthRows(results), [false, true]));
   out.push('');
+  const conversation = conversationTable(results);
+  if (conversation) {
+    out.push(`**${CONVERSATION_TITLE}**`);
+    out.push('');
+    out.push(
+      table(
+        conversation.header,
+        conversation.rows,
+        conversation.header.map((_, index) => index > 0),
+      ),
+    );
+    out.push('');
+  }
   out.push('**6. Round trips per operation**');
   out.push('');
   out.push(table(ROUND_TRIP_HEADER, roundTripRows(results), ROUND_TRIP_NUMERIC));

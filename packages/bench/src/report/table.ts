@@ -1,7 +1,9 @@
 /** The readable table printed on stdout. */
+
 import { placementLine } from '../affinity.js';
 import { machineLine } from '../machine.js';
 import type { Results } from '../results.js';
+import { CONVERSATION_TITLE, conversationTable } from './conversation.js';
 import {
   checkVerdict,
   growthRows,
@@ -130,6 +132,14 @@ export function renderTable(results: Results): string {
       );
     }
     out.push(`  ${clusterRoundTrips(cluster)}`);
+  }
+
+  const conversation = conversationTable(results);
+  if (conversation) {
+    out.push('');
+    out.push(CONVERSATION_TITLE);
+    const align = conversation.header.map((_, index): Align => (index === 0 ? 'left' : 'right'));
+    out.push(textTable(conversation.header, conversation.rows, align));
   }
 
   out.push('');

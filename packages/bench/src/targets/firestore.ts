@@ -18,6 +18,7 @@ export const firestoreStore = defineTarget<FirestoreBackend>({
     const { FirestoreSessionService } = await import('@adk-state/adapter-firestore');
     const firestore = backend.client();
     let rpcs = 0;
+    let documents = 0;
     // Every RPC of @google-cloud/firestore goes through one of these two methods.
     const methods = firestore as unknown as Record<'request' | 'requestStream', Rpc>;
     for (const name of ['request', 'requestStream'] as const) {
@@ -26,13 +27,16 @@ export const firestoreStore = defineTarget<FirestoreBackend>({
         throw new Error(`@google-cloud/firestore has no ${name}() to count RPCs with`);
       methods[name] = function counted(this: unknown, ...args: unknown[]) {
         rpcs++;
-        return original.apply(this, args);
+        const answer = original.apply(this, args);
+        if (name === 'requestStream') countDocuments(answer, () => documents++);
+        return answer;
       };
     }
     const service = new FirestoreSessionService({ firestore, rootCollection: ROOT_COLLECTION });
     const seeding = await import('@adk-state/adapter-firestore/seed');
     return {
       service,
+      documentsRead: () => documents,
       // The adapter's own bulk seeder writes the documents its appends would write.
       seed: adapterSeeder(seeding, service.store),
       details:
@@ -52,3 +56,22 @@ export const firestoreStore = defineTarget<FirestoreBackend>({
     };
   },
 });
+
+/**
+ * Counts the documents a streamed read sends (a batched get's `found`, a
+ * query's `document`): what Firestore bills reads by. The listener is added
+ * when the stream is handed over, before any of its data can arrive, beside
+ * the client's own.
+ */
+function countDocuments(answer: unknown, count: () => void): void {
+  void Promise.resolve(answer).then(
+    (stream) => {
+      const readable = stream as { on?: (event: string, listener: (data: unknown) => void) => void };
+      readable.on?.('data', (data) => {
+        const response = data as { found?: unknown; document?: unknown } | null;
+        if (response?.found || response?.document) count();
+      });
+    },
+    () => undefined,
+  );
+}

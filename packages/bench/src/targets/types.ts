@@ -74,6 +74,8 @@ export interface OpenTarget {
   cluster?: (sizes: ClusterSizes) => Promise<ClusterResult>;
   /** Extra facts printed with the results (settings of this target). */
   details?: string;
+  /** Documents the backend has sent so far (Firestore: what reads are billed by); absent when not counted. */
+  documentsRead?: () => number;
   close(): Promise<void>;
 }
 

@@ -1,0 +1,83 @@
+/**
+ * The conversation's targets (workload 9): a turn at turn 1,000 costs the
+ * store about what it costs at turn 10, and on Firestore it reads about as
+ * many documents.
+ */
+import type { ConversationPoint } from './conversation.js';
+import { formatRatio } from './report/format.js';
+import type { Check, Results } from './results.js';
+
+const STORES: Record<string, string> = {
+  memory: 'memory',
+  redis: 'Redis',
+  mongodb: 'MongoDB',
+  firestore: 'Firestore',
+};
+
+function pointAt(results: Results, target: string, turn: number): ConversationPoint | undefined {
+  return results.conversation?.[target]?.points.find((point) => point.turn === turn);
+}
+
+function notMeasured(results: Results, target: string, late: number): string {
+  const info = results.targets.find((each) => each.id === target);
+  if (!info) return `${target} was not part of this run`;
+  if (info.status === 'skipped') return `${info.label} was skipped: ${info.reason}`;
+  const error = results.conversation?.[target]?.error;
+  if (error) return `the conversation failed on ${info.label}: ${error}`;
+  return `the conversation ran ${results.conversation?.[target]?.turns ?? 0} turns, not ${late}`;
+}
+
+function evaluate(
+  base: Omit<Check, 'status' | 'measured' | 'note'>,
+  measured: number | undefined,
+  why: () => string,
+  missed: (value: number) => string,
+): Check {
+  if (measured === undefined || !Number.isFinite(measured)) return { ...base, status: 'not measured', note: why() };
+  const met = base.comparison === '>=' ? measured >= base.bound : measured <= base.bound;
+  return { ...base, status: met ? 'met' : 'missed', measured, ...(met ? {} : { note: missed(measured) }) };
+}
+
+export function conversationChecks(results: Results): Check[] {
+  const checks: Check[] = [];
+  const early = 10;
+  const late = 1_000;
+  for (const [target, name] of Object.entries(STORES)) {
+    const first = pointAt(results, target, early);
+    const last = pointAt(results, target, late);
+    const ratio = first && last && first.storeMs.median > 0 ? last.storeMs.median / first.storeMs.median : undefined;
+    checks.push(
+      evaluate(
+        {
+          id: `conversation-growth-${target}`,
+          target: `${name}: store time per turn at turn 1,000 ≤ 1.5× turn 10 (conversation through ADK's Runner)`,
+          bound: 1.5,
+          comparison: '<=',
+          formula: `median ms inside the session service per turn, turns ${late - 4}–${late} ÷ turns ${early - 4}–${early} (workload 9)`,
+        },
+        ratio,
+        () => notMeasured(results, target, late),
+        (value) =>
+          `${formatRatio(value)}: ${first?.storeMs.median.toFixed(2)} ms at turn ${early} (${first?.events} events), ${last?.storeMs.median.toFixed(2)} ms at turn ${late} (${last?.events} events). The store reads only the new events of a session it read before, but every whole getSession still returns every event as a new ADK event (createEvent of its JSON): that decoding grows with the history.`,
+      ),
+    );
+  }
+  const first = pointAt(results, 'firestore', early)?.documentsRead;
+  const last = pointAt(results, 'firestore', late)?.documentsRead;
+  checks.push(
+    evaluate(
+      {
+        id: 'conversation-documents-firestore',
+        target: 'Firestore: documents read per turn at turn 1,000 ≤ 2× turn 10',
+        bound: 2,
+        comparison: '<=',
+        formula: `median documents the client received per turn, turns ${late - 4}–${late} ÷ turns ${early - 4}–${early} (workload 9)`,
+      },
+      first && last && first.median > 0 ? last.median / first.median : undefined,
+      () => notMeasured(results, 'firestore', late),
+      (value) =>
+        `${formatRatio(value)}: ${first?.median} documents per turn at turn ${early}, ${last?.median} at turn ${late}.`,
+    ),
+  );
+  return checks;
+}

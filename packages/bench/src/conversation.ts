@@ -1,0 +1,165 @@
+/**
+ * Workload 9: a conversation through ADK's `Runner`, turn after turn on one
+ * session. Each turn the Runner reads the whole session (`getSession` with no
+ * filter), a scripted model calls a tool that writes a `user:` and a session
+ * key through the tool context's state, and answers with text that
+ * `outputKey` stores: four events appended per turn. The store time of a
+ * turn is the time spent inside the session service's methods during it;
+ * the model and the Runner's own work are left out.
+ */
+import {
+  BaseLlm,
+  type BaseLlmConnection,
+  type BaseSessionService,
+  type Context,
+  FunctionTool,
+  LlmAgent,
+  type LlmRequest,
+  type LlmResponse,
+  Runner,
+} from '@google/adk';
+import type { Summary } from './stats.js';
+import { summarize } from './stats.js';
+
+/** Figures at one turn number. */
+export interface ConversationPoint {
+  turn: number;
+  /** Milliseconds inside the session service during a turn, over the turns just before and at `turn`. */
+  storeMs: Summary;
+  /** Backend documents (Firestore) read per turn, over the same turns; absent when not counted. */
+  documentsRead?: Summary;
+  /** Events in the session at the start of the turn. */
+  events: number;
+}
+
+export interface ConversationResult {
+  turns: number;
+  points: ConversationPoint[];
+  error?: string;
+}
+
+/** How many turns before and at each checkpoint are summarized. */
+const WINDOW = 5;
+
+/** The model: a tool call on the user's message, text once the tool answered. */
+class ConversationModel extends BaseLlm {
+  constructor() {
+    super({ model: 'bench-conversation-model' });
+  }
+
+  override async *generateContentAsync(request: LlmRequest): AsyncGenerator<LlmResponse, void> {
+    const last = request.contents?.[request.contents.length - 1];
+    const answered = last?.parts?.some((part) => part.functionResponse !== undefined) === true;
+    if (answered) {
+      yield { content: { role: 'model', parts: [{ text: 'Noted, thank you.' }] }, turnComplete: true };
+    } else {
+      const call = { name: 'take_note', args: { note: 'the user said something' } };
+      yield { content: { role: 'model', parts: [{ functionCall: call }] }, turnComplete: true };
+    }
+  }
+
+  override async connect(_request: LlmRequest): Promise<BaseLlmConnection> {
+    throw new Error('the bench model has no live connection');
+  }
+}
+
+/**
+ * A view of `service` whose methods add the time they take to `spent`
+ * (the Runner gets this view; the service itself is unchanged).
+ */
+function timed(service: BaseSessionService, spent: { ms: number }): BaseSessionService {
+  return new Proxy(service, {
+    get(target, property, receiver) {
+      const value = Reflect.get(target, property, receiver);
+      if (typeof value !== 'function') return value;
+      return async (...args: unknown[]) => {
+        const started = performance.now();
+        try {
+          return await value.apply(target, args);
+        } finally {
+          spent.ms += performance.now() - started;
+        }
+      };
+    },
+  });
+}
+
+/**
+ * Runs `turns` turns of one conversation on `service` and summarizes the
+ * store time (and, with `documents`, the documents read) of the turns at
+ * each checkpoint. The agent's prompt holds only the last few events
+ * (`includeContents: 'none'` would leave the model nothing to answer from).
+ */
+export async function runConversation(
+  service: BaseSessionService,
+  appName: string,
+  turns: number,
+  checkpoints: readonly number[],
+  documents?: () => number,
+): Promise<ConversationResult> {
+  const spent = { ms: 0 };
+  let turnNumber = 0;
+  const tool = new FunctionTool({
+    name: 'take_note',
+    description: 'Keeps a note in the state.',
+    execute: (_input: unknown, context?: Context) => {
+      context?.state.set('user:notes', turnNumber);
+      context?.state.set('turns', turnNumber);
+      return { ok: true };
+    },
+  });
+  const agent = new LlmAgent({
+    name: 'bench_agent',
+    model: new ConversationModel(),
+    instruction: 'Take a note of what the user says.',
+    tools: [tool],
+    outputKey: 'last_reply',
+    disallowTransferToParent: true,
+    disallowTransferToPeers: true,
+  });
+  const runner = new Runner({ appName, agent, sessionService: timed(service, spent) });
+  const userId = 'bench-user';
+  const session = await service.createSession({ appName, userId });
+  const wanted = new Set<number>();
+  for (const checkpoint of checkpoints) {
+    for (let turn = Math.max(1, checkpoint - WINDOW + 1); turn <= checkpoint; turn++) wanted.add(turn);
+  }
+  const store = new Map<number, number>();
+  const docs = new Map<number, number>();
+  const eventsAt = new Map<number, number>();
+  let events = 0;
+  for (turnNumber = 1; turnNumber <= turns; turnNumber++) {
+    spent.ms = 0;
+    const documentsBefore = documents?.() ?? 0;
+    for await (const event of runner.runAsync({
+      userId,
+      sessionId: session.id,
+      newMessage: { role: 'user', parts: [{ text: `message ${turnNumber}` }] },
+    })) {
+      if (event.partial !== true) events++;
+    }
+    events++; // the user's message
+    if (wanted.has(turnNumber)) {
+      store.set(turnNumber, spent.ms);
+      if (documents) docs.set(turnNumber, documents() - documentsBefore);
+      eventsAt.set(turnNumber, events);
+    }
+  }
+  const final = await service.getSession({ appName, userId, sessionId: session.id });
+  if (final?.state.turns !== turns || final.state['user:notes'] !== turns || final.state.last_reply === undefined) {
+    throw new Error('the conversation did not leave the state its tool and outputKey wrote');
+  }
+  const points = checkpoints
+    .filter((checkpoint) => checkpoint <= turns)
+    .map((turn): ConversationPoint => {
+      const window = [...store.keys()].filter((each) => each <= turn && each > turn - WINDOW);
+      const point: ConversationPoint = {
+        turn,
+        storeMs: summarize(window.map((each) => store.get(each) as number)),
+        events: eventsAt.get(turn) ?? 0,
+      };
+      if (documents) point.documentsRead = summarize(window.map((each) => docs.get(each) as number));
+      return point;
+    });
+  return { turns, points };
+}
