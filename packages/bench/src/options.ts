@@ -122,6 +122,7 @@ export const USAGE = `pnpm bench [-- options]
   --large-history <n>     long history of workload 3 (default 10000)
   --whole-history <n>     history read whole in workload 4 (default 1000)
   --list-sessions <n>     sessions of the listed app in workload 5 (default 10000)
+  --conversation-turns <n>  turns of the conversation in workload 9 (default 1000)
   --max-sample-ms <ms>    an append sample stops after this long (default 3000)
   --min-sample-ms <ms>    a read sample repeats the read for at least this long (default 200)
   --out <dir>             where to write results.json, results.md, chart.svg (default docs/bench)
@@ -142,6 +143,7 @@ export function parseOptions(argv: string[], defaultOutDir: string): BenchOption
       'large-history': { type: 'string' },
       'whole-history': { type: 'string' },
       'list-sessions': { type: 'string' },
+      'conversation-turns': { type: 'string' },
       'max-sample-ms': { type: 'string' },
       'min-sample-ms': { type: 'string' },
       out: { type: 'string' },
@@ -166,6 +168,9 @@ export function parseOptions(argv: string[], defaultOutDir: string): BenchOption
   if (values['large-history'] !== undefined) sizes.largeHistory = positive('large-history', values['large-history']);
   if (values['whole-history'] !== undefined) sizes.wholeHistory = positive('whole-history', values['whole-history']);
   if (values['list-sessions'] !== undefined) sizes.listSessions = positive('list-sessions', values['list-sessions']);
+  if (values['conversation-turns'] !== undefined) {
+    sizes.conversationTurns = positive('conversation-turns', values['conversation-turns']);
+  }
   if (values['max-sample-ms'] !== undefined) options.maxSampleMs = positive('max-sample-ms', values['max-sample-ms']);
   if (values['min-sample-ms'] !== undefined) options.minSampleMs = positive('min-sample-ms', values['min-sample-ms']);
   sizes.listUsers = Math.min(sizes.listUsers, sizes.listSessions);
