@@ -157,6 +157,8 @@ export function sessionIndexes(withTtl: boolean): IndexDescription[] {
 export function eventIndexes(withTtl: boolean): IndexDescription[] {
   const indexes: IndexDescription[] = [
     { name: 'session_seq', key: { '_id.app': 1, '_id.user': 1, '_id.session': 1, seq: 1 } },
+    // The incremental read's second clause: the event versions written after a revision.
+    { name: 'session_rev', key: { '_id.app': 1, '_id.user': 1, '_id.session': 1, rev: 1 } },
   ];
   if (withTtl) indexes.push({ name: 'expiry', key: { expiresAt: 1 }, expireAfterSeconds: 0 });
   return indexes;

@@ -52,6 +52,7 @@ describe('the MongoDB layout', () => {
     expect(eventIndexes.map((index) => [index.name, index.key, index.unique ?? false])).toEqual([
       ['_id_', { _id: 1 }, false],
       ['session_seq', { '_id.app': 1, '_id.user': 1, '_id.session': 1, seq: 1 }, false],
+      ['session_rev', { '_id.app': 1, '_id.user': 1, '_id.session': 1, rev: 1 }, false],
     ]);
   });
 
