@@ -13,8 +13,8 @@ import { assertKeyPrefix } from './keys.js';
 import type { RedisStoreWarning } from './outbox.js';
 import { DEFAULT_DRAIN_MS, RedisStore } from './store.js';
 
-export type { ReplicaWait } from './connection.js';
 export { listAppNames } from './apps.js';
+export type { ReplicaWait } from './connection.js';
 export { appTag, decodeText, encodeText, sessionKeys, shardOf } from './keys.js';
 export type { RedisStoreWarning } from './outbox.js';
 export { DEFAULT_DRAIN_MS, RedisLayoutError, RedisStore, SCRIPT_SHAS } from './store.js';
@@ -25,6 +25,8 @@ export { DEFAULT_DRAIN_MS, RedisLayoutError, RedisStore, SCRIPT_SHAS } from './s
  * typings describe `default` of a CommonJS module as the whole module, hence the cast.
  */
 const RedisClass = (ioredis as unknown as { default: typeof Redis }).default;
+/** The Cluster class, a named export of every ioredis 5.x and 6.x. */
+const ClusterClass = ioredis.Cluster;
 
 /** The key prefix used when none is given. */
 export const DEFAULT_KEY_PREFIX = 'adk-state:';
@@ -88,14 +90,18 @@ export type RedisConnection =
   | {
       client?: never;
       /**
-       * A `redis://` or `rediss://` URL (a single server); the service creates the
-       * client and `close()` quits it.
+       * A `redis://` or `rediss://` URL of a single server, or
+       * `redis+cluster://[user:password@]h1:p1,h2:p2` (`rediss+cluster://` for
+       * TLS) naming nodes of a Redis Cluster (a user and password in it apply to
+       * every node); the service creates the client and `close()` quits it.
        */
       url: string;
       /**
        * ioredis options for the client made from `url`, spread over
-       * {@link URL_CLIENT_DEFAULTS} (so any default can be changed here). Only
-       * with `url`: a client passed in is used exactly as it was configured.
+       * {@link URL_CLIENT_DEFAULTS} (so any default can be changed here); for a
+       * cluster they configure the connection to every node, and `retryStrategy`
+       * is the cluster's own reconnection. Only with `url`: a client passed in is
+       * used exactly as it was configured.
        */
       clientOptions?: RedisOptions;
     };
@@ -216,9 +222,11 @@ export class RedisSessionService extends StateSessionService {
         throw new InvalidArgumentError('clientOptions', 'must be an object of ioredis options');
       }
     }
+    const cluster = url === undefined ? undefined : clusterUrl(url);
     assertKeyPrefix(keyPrefix);
     const expiry = expiryOf({ expireAfterIdleSeconds, expireAfterCreateSeconds }, { max: MAX_SESSION_TTL_SECONDS });
-    const shards = shardsOption ?? ((client as { isCluster?: boolean } | undefined)?.isCluster ? DEFAULT_SHARDS : 1);
+    const isCluster = cluster !== undefined || (client as { isCluster?: boolean } | undefined)?.isCluster === true;
+    const shards = shardsOption ?? (isCluster ? DEFAULT_SHARDS : 1);
     if (typeof shards !== 'number' || !Number.isInteger(shards) || shards < 1 || shards > MAX_SHARDS) {
       throw new InvalidArgumentError('shards', `must be an integer from 1 to ${MAX_SHARDS}, got ${String(shards)}`);
     }
@@ -235,14 +243,20 @@ export class RedisSessionService extends StateSessionService {
     if (onWarning !== undefined && typeof onWarning !== 'function') {
       throw new InvalidArgumentError('onWarning', 'must be a function');
     }
-    let made: Redis | undefined;
+    let made: Redis | Cluster | undefined;
     let store: RedisStore;
-    if (client === undefined) {
+    if (cluster) {
+      const { retryStrategy = URL_CLIENT_DEFAULTS.retryStrategy } = clientOptions ?? {};
+      made = new ClusterClass(cluster.nodes, {
+        redisOptions: { ...URL_CLIENT_DEFAULTS, ...cluster.nodeOptions, ...clientOptions },
+        ...(retryStrategy ? { clusterRetryStrategy: retryStrategy } : {}),
+      });
+    } else if (client === undefined) {
       made = new RedisClass(url as string, { ...URL_CLIENT_DEFAULTS, ...clientOptions });
-      // Without a listener, ioredis prints "[ioredis] Unhandled error event" for every failed attempt.
-      made.on('error', () => {});
     }
-    const redis = client ?? (made as Redis);
+    // Without a listener, ioredis prints "[ioredis] Unhandled error event" for every failed attempt.
+    made?.on('error', cluster ? failQueuedCommands(made as Cluster) : () => {});
+    const redis = client ?? (made as Redis | Cluster);
     try {
       assertKeyPrefix(redis.options?.keyPrefix ?? '', 'client keyPrefix');
       store = new RedisStore(redis as unknown as CommandClient, {
@@ -264,6 +278,72 @@ export class RedisSessionService extends StateSessionService {
     this.client = redis;
     this.protocol = store.protocol;
   }
+}
+
+/**
+ * The error listener of a cluster made from a URL. As a single-server client
+ * made from a URL never lets a command wait past one failed connection attempt
+ * (`maxRetriesPerRequest: 0`), the commands a cluster holds while it has no
+ * node to send them to fail once an attempt has reached none of its nodes,
+ * instead of waiting for the next attempt. ioredis (5.0 to 6) reports such an
+ * attempt as a `ClusterAllFailedError` and keeps those commands in a queue that
+ * only `flushQueue` empties.
+ */
+function failQueuedCommands(cluster: Cluster): (error: Error & { lastNodeError?: Error }) => void {
+  const queue = cluster as unknown as { flushQueue?: (error: Error) => void };
+  return (error) => {
+    if (error.name !== 'ClusterAllFailedError' || typeof queue.flushQueue !== 'function') return;
+    const cause = error.lastNodeError ?? error;
+    queue.flushQueue.call(cluster, new Error(`no node of the cluster answered: ${cause.message}`, { cause }));
+  };
+}
+
+/** The nodes of a cluster URL, and the options every node's connection takes from it. */
+interface ClusterUrl {
+  nodes: { host: string; port: number }[];
+  nodeOptions: RedisOptions;
+}
+
+/**
+ * Reads `redis+cluster://[user:password@]h1:p1,h2:p2[/]` (`rediss+cluster://`
+ * for TLS); `undefined` for any other scheme. A node without a port is on
+ * 6379; an IPv6 address is in brackets. A cluster has only database 0, so
+ * the URL has no path but `/` or `/0`, and no parameters. The errors never
+ * show the URL's password.
+ */
+function clusterUrl(url: string): ClusterUrl | undefined {
+  const scheme = /^(rediss?)\+cluster:\/\//i.exec(url)?.[1]?.toLowerCase();
+  if (scheme === undefined) return undefined;
+  const match = /^[^:]+:\/\/(?:([^@/?#]*)@)?([^/?#]*)(\/0?)?$/.exec(url);
+  if (!match) {
+    throw new InvalidArgumentError(
+      'url',
+      'a cluster URL is <scheme>://[user:password@]host:port,host:port, with no database, parameters or fragment',
+    );
+  }
+  const [, userInfo, hosts = ''] = match;
+  if (hosts === '') throw new InvalidArgumentError('url', 'a cluster URL lists its nodes as host:port,host:port');
+  const nodes = hosts.split(',').map((node) => {
+    const colon = node.lastIndexOf(':');
+    const host = (colon === -1 || node.endsWith(']') ? node : node.slice(0, colon)).replace(/^\[|\]$/g, '');
+    const port = colon === -1 || node.endsWith(']') ? 6379 : Number(node.slice(colon + 1));
+    if (host === '' || !Number.isInteger(port) || port < 1 || port > 65_535) {
+      throw new InvalidArgumentError('url', `cluster node "${node}" is not host:port`);
+    }
+    return { host, port };
+  });
+  const nodeOptions: RedisOptions = scheme === 'rediss' ? { tls: {} } : {};
+  if (userInfo !== undefined) {
+    const colon = userInfo.indexOf(':');
+    const [username, password] = colon === -1 ? [userInfo] : [userInfo.slice(0, colon), userInfo.slice(colon + 1)];
+    try {
+      if (username !== '') nodeOptions.username = decodeURIComponent(username);
+      if (password !== undefined) nodeOptions.password = decodeURIComponent(password);
+    } catch {
+      throw new InvalidArgumentError('url', 'the user or password of the cluster URL is not valid percent-encoding');
+    }
+  }
+  return { nodes, nodeOptions };
 }
 
 /** Checks the `waitForReplicas` option: at least one replica, and a finite wait (WAIT 0 would wait for ever). */
@@ -288,17 +368,15 @@ const END_TIMEOUT_MS = 5_000;
 
 /**
  * Quits a client the service made, and resolves once it has ended: QUIT when
- * the server answers, else (down, paused, or no answer within 2 s) the
- * connection is dropped. Commands still waiting then fail with "Connection is closed".
+ * the server (every node of a cluster) answers, else (down, paused, or no
+ * answer within 2 s) the connections are dropped. Commands still waiting then
+ * fail with "Connection is closed".
  */
-async function quit(client: Redis): Promise<void> {
+async function quit(client: Redis | Cluster): Promise<void> {
   if (client.status === 'end') return;
   const ended = new Promise<void>((resolve) => client.once('end', () => resolve()));
-  if (client.status === 'ready')
-    await within(
-      QUIT_TIMEOUT_MS,
-      client.quit().catch(() => {}),
-    );
+  // A cluster ends some time after its nodes answered QUIT: wait for both.
+  if (client.status === 'ready') await within(QUIT_TIMEOUT_MS, Promise.all([client.quit().catch(() => {}), ended]));
   const status = client.status as string;
   if (status !== 'end') {
     client.disconnect();
