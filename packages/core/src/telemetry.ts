@@ -47,6 +47,24 @@ function loadApi(): Promise<void> {
   return loading;
 }
 
+/** The no-op provider of the loaded API (what a proxy delegates to before an SDK registers); null if unknown. */
+let noopProvider: unknown;
+
+/**
+ * Whether no SDK is registered: the global provider is the API's proxy and
+ * delegates to the API's no-op provider. Then a span would record nothing
+ * and carry on no trace, so none is made. Anything else (another copy of the
+ * API, a provider of its own) counts as an SDK.
+ */
+function noSdk(otel: Api): boolean {
+  const provider = otel.trace.getTracerProvider() as { getDelegate?: () => unknown };
+  if (typeof provider.getDelegate !== 'function') return false;
+  if (noopProvider === undefined) {
+    noopProvider = typeof otel.ProxyTracerProvider === 'function' ? new otel.ProxyTracerProvider().getDelegate() : null;
+  }
+  return noopProvider !== null && provider.getDelegate() === noopProvider;
+}
+
 /** Who the call is about; ids are recorded only when the service opts in. */
 export interface CallTarget {
   appName?: string;
@@ -90,6 +108,7 @@ export class Telemetry {
   trace<T>(operation: string, target: CallTarget, step: (usage: StoreUsage | undefined) => Promise<T>): Promise<T> {
     if (!this.#enabled || api === null) return step(undefined);
     if (api === undefined) return loadApi().then(() => this.trace(operation, target, step));
+    if (noSdk(api)) return step(undefined);
     this.#tracer ??= api.trace.getTracer(TRACER_NAME);
     const otel = api;
     const span = this.#tracer.startSpan(`adk-state ${operation}`, {
