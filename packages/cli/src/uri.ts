@@ -117,14 +117,15 @@ export async function sessionServiceFromUri(uri: string, options: UriServiceOpti
       return new MemorySessionService(options);
     }
     case 'redis':
-    case 'rediss': {
-      parse(uri);
+    case 'rediss':
+    case 'redis+cluster':
+    case 'rediss+cluster': {
+      if (scheme.endsWith('+cluster')) clusterNodes(uri);
+      else parse(uri);
+      // The adapter makes the client from the URL: one server, or a Cluster of the listed nodes.
       const { RedisSessionService } = await loadOptional('@adk-state/adapter-redis', scheme, ['ioredis']);
       return new RedisSessionService({ ...options, url: uri });
     }
-    case 'redis+cluster':
-    case 'rediss+cluster':
-      return redisCluster(uri, scheme, options);
     case 'mongodb':
     case 'mongodb+srv': {
       const url = parse(uri);
@@ -137,27 +138,6 @@ export async function sessionServiceFromUri(uri: string, options: UriServiceOpti
     default:
       return adkOwn(uri);
   }
-}
-
-async function redisCluster(uri: string, scheme: string, options: UriServiceOptions): Promise<UriSessionService> {
-  const nodes = clusterNodes(uri);
-  const url = parse(uri.replace(/^([a-z+]+:\/\/(?:[^/?#@]*@)?)[^/?#]*/i, '$1cluster'));
-  const { RedisSessionService, URL_CLIENT_DEFAULTS } = await loadOptional('@adk-state/adapter-redis', scheme, [
-    'ioredis',
-  ]);
-  const { Cluster } = await loadOptional('ioredis', scheme, ['@adk-state/adapter-redis']);
-  const credentials = {
-    ...(url.username === '' ? {} : { username: decodeURIComponent(url.username) }),
-    ...(url.password === '' ? {} : { password: decodeURIComponent(url.password) }),
-  };
-  // The adapter's defaults for clients it makes from a url: fail fast, never re-send, capped reconnection.
-  const cluster = new Cluster(nodes, {
-    redisOptions: { ...URL_CLIENT_DEFAULTS, ...credentials, ...(scheme === 'rediss+cluster' ? { tls: {} } : {}) },
-    ...(URL_CLIENT_DEFAULTS.retryStrategy ? { clusterRetryStrategy: URL_CLIENT_DEFAULTS.retryStrategy } : {}),
-  });
-  // The service reports failures through its calls; the client's own error events would otherwise be unhandled.
-  cluster.on('error', () => {});
-  return releasing(new RedisSessionService({ ...options, client: cluster }), () => cluster.quit().then(() => {}));
 }
 
 async function firestore(uri: string, options: UriServiceOptions): Promise<UriSessionService> {
