@@ -59,8 +59,13 @@ export type Runner = (
 
 /** Something the store noticed and repaired, or could not do, that nothing else reports. */
 export interface RedisStoreWarning {
-  /** `app-mark-behind`: the app slot lost marks of applied entries; `shard-position-behind`: a shard lost outbox positions; `drain-failed`. */
-  code: 'app-mark-behind' | 'shard-position-behind' | 'drain-failed';
+  /**
+   * `app-mark-behind`: the app slot lost marks of applied entries;
+   * `shard-position-behind`: a shard lost outbox positions; `drain-failed`:
+   * a drain could not read or apply every shard; `read-not-one-moment`: a
+   * session read met writes between its reads every time and shows its last read.
+   */
+  code: 'app-mark-behind' | 'shard-position-behind' | 'drain-failed' | 'read-not-one-moment';
   message: string;
   appName: string;
   shard?: number;
@@ -108,11 +113,22 @@ export function layOver(bucket: string[], mark: number, view: OutboxView): strin
 /** How many (app, shard) marks a store remembers to hand to the shard. */
 const ACK_MEMORY = 10_000;
 
-/** How many times a session read reads again before it repairs what disagrees. */
-const READ_ATTEMPTS = 3;
+/** How many times a session read reads before it shows the newest it read, and says so. */
+const READ_ATTEMPTS = 4;
 
-/** How long a drain may take in all. */
+/** How long a drain, or a handing over of marks, may take in all. */
 const DRAIN_TIMEOUT_MS = 30_000;
+
+/** How soon a mark learned from an apply is handed to its shard when no write of the shard takes it along. */
+const ACK_FLUSH_MS = 500;
+
+/** How long `close()` lets running drains and mark hand-overs finish before it abandons them. */
+const CLOSE_WAIT_MS = 5_000;
+
+/** Whether a view of a shard and the app slot's mark of it show one moment: every entry above the mark is in the view. */
+export function oneMoment(view: OutboxView, mark: number): boolean {
+  return view.floor <= mark && mark <= view.last;
+}
 
 export interface OutboxOptions {
   prefix: string;
@@ -135,7 +151,10 @@ export class Outbox {
   readonly #acks = new Map<string, string>();
   /** `<app>#<shard>` -> the last mark read (a reader's first guess of `from`). */
   readonly #marks = new Map<string, number>();
+  /** Background work (drains, mark hand-overs) that `close()` waits for. */
   readonly #drains = new Set<Promise<void>>();
+  /** `<app>#<shard>` -> the timer that hands the shard its mark if no write does first. */
+  readonly #flushes = new Map<string, ReturnType<typeof setTimeout>>();
   readonly #stop = new AbortController();
 
   constructor(run: Runner, options: OutboxOptions) {
@@ -157,19 +176,57 @@ export class Outbox {
    * highest (after a failover the app slot's mark can fall back, and a read
    * that starts from a higher guess would read twice every time). The shard
    * keeps the highest acknowledgement it is given, so handing it a lower one
-   * changes nothing there.
+   * changes nothing there. A mark learned from an apply is handed to the
+   * shard by the next write of this store to it, or soon after by itself,
+   * so that the shard can remove what is applied whoever writes next.
    */
-  #learn(appName: string, shard: number, mark: string): void {
+  #learn(appName: string, shard: number, mark: string, applied = false): void {
     if (mark === '-1' || mark === '') return;
     const id = slotId(appName, shard);
     remember(this.#marks, id, Number(mark));
     remember(this.#acks, id, mark);
+    if (applied && !this.#flushes.has(id) && !this.#stop.signal.aborted) {
+      const timer = setTimeout(() => {
+        this.#flushes.delete(id);
+        this.#handOver(appName, shard);
+      }, ACK_FLUSH_MS);
+      timer.unref?.();
+      this.#flushes.set(id, timer);
+    }
+  }
+
+  /** Hands the shard the mark learned for it, if no write took it along meanwhile (in the background). */
+  #handOver(appName: string, shard: number): void {
+    const ack = this.takeAck(appName, shard);
+    if (ack === '') return;
+    const keys = shardKeys(this.#options.prefix, appName, shard, this.#options.shards);
+    const signal = AbortSignal.any([this.#stop.signal, AbortSignal.timeout(DRAIN_TIMEOUT_MS)]);
+    const running = this.#run(
+      'handOver',
+      true,
+      { signal, deadline: Date.now() + DRAIN_TIMEOUT_MS },
+      PEEK,
+      keyList(PEEK, keys),
+      argList(PEEK, { ack, from: '' }),
+    ).then(
+      () => {},
+      () => {},
+    );
+    this.#track(running);
+  }
+
+  #track(running: Promise<void>): void {
+    this.#drains.add(running);
+    void running.finally(() => this.#drains.delete(running));
   }
 
   /**
    * Step 2 of a write: applies `view`'s entries of `shard` to the app slot.
    * The write's first step is applied by then, so a failure here says the
-   * write may have been applied, whatever its cause.
+   * write may have been applied, whatever its cause. When the app slot's
+   * mark is below the view's floor (it lost marks in a failover), the outbox
+   * is read again from the mark and applied from there; entries already
+   * removed from the outbox are lost, and the mark is raised past them.
    */
   async apply(
     operation: string,
@@ -180,19 +237,45 @@ export class Outbox {
     wantBucket: boolean,
   ): Promise<string[]> {
     const app = appKeys(this.#options.prefix, appName);
-    const reply = (await this.#run(
-      operation,
-      true,
-      call,
-      APPLY,
-      keyList(APPLY, { appState: app.appState, marks: app.marks }),
-      argList(APPLY, { wantBucket: wantBucket ? '1' : '0' }, group(shard, view)),
-    )) as [string[], string[] | number];
-    const [marks, bucket] = reply;
-    for (let index = 0; index < marks.length; index += 2) {
-      this.#learn(appName, Number(marks[index]), marks[index + 1] as string);
+    let current = view;
+    for (let attempt = 1; ; attempt++) {
+      const reply = (await this.#run(
+        operation,
+        true,
+        call,
+        APPLY,
+        keyList(APPLY, { appState: app.appState, marks: app.marks }),
+        argList(APPLY, { wantBucket: wantBucket ? '1' : '0' }, group(shard, current)),
+      )) as [Array<string | number>, string[] | number];
+      const [marks, bucket] = reply;
+      const mark = String(marks[1]);
+      const gap = Number(marks[2]) === 1;
+      if (!gap) {
+        this.#learn(appName, shard, mark, true);
+        return Array.isArray(bucket) ? bucket : [];
+      }
+      // The app slot is behind the view: read the outbox again from its mark.
+      const keys = shardKeys(this.#options.prefix, appName, shard, this.#options.shards);
+      current = parseView(
+        (await this.#run(
+          operation,
+          true,
+          call,
+          PEEK,
+          keyList(PEEK, keys),
+          argList(PEEK, { ack: '', from: mark }),
+        )) as OutboxReply,
+      );
+      if (current.floor > Number(mark) || attempt >= 3) {
+        await this.#raise(operation, call, app.marks, String(shard), current.floor);
+        this.#options.warn({
+          code: 'app-mark-behind',
+          appName,
+          shard,
+          message: `the app slot's mark of shard ${shard} (${mark}) is below entries the shard removed as applied (up to ${current.floor}): the app slot lost applied writes (a failover to a replica that lagged?); the mark was raised, the lost app: writes stay lost`,
+        });
+      }
     }
-    return Array.isArray(bucket) ? bucket : [];
   }
 
   /**
@@ -229,6 +312,13 @@ export class Outbox {
    * A session read of one moment (see the file's header): `load(from)` reads
    * the session and its shard's outbox from position `from` ('' for the
    * shard's own floor); undefined when the session is missing.
+   *
+   * The first attempt reads both slots at once. Later ones read the app slot
+   * before the shard (its mark can then be above the shard's last position
+   * only if the shard lost positions), and again after it when the shard's
+   * floor is above the first mark (a slow read: entries were applied and
+   * removed in between; the second mark can be below the floor only if the
+   * app slot lost marks). Only such proof leads to a repair.
    */
   async read<T>(
     operation: string,
@@ -238,33 +328,48 @@ export class Outbox {
     load: (from: string) => Promise<ShardRead<T> | undefined>,
   ): Promise<{ result: T; appState: string[] } | undefined> {
     const { shard } = keys;
-    let app: { bucket: string[]; mark: number } | undefined;
-    let shardRead: ShardRead<T> | undefined;
-    for (let attempt = 1; ; attempt++) {
-      if (attempt === 1) {
-        // Both at once; the shard read starts from the mark this store last saw.
-        const known = this.#marks.get(slotId(appName, shard));
-        const appRead = this.readApp(operation, call, appName, shard);
-        appRead.catch(() => {});
-        shardRead = await load(known === undefined ? '' : String(known)).catch(async (error: unknown) => {
-          await appRead.catch(() => {});
-          throw error;
+    // Both at once; the shard read starts from the mark this store last saw.
+    const known = this.#marks.get(slotId(appName, shard));
+    const appRead = this.readApp(operation, call, appName, shard);
+    appRead.catch(() => {});
+    const first = await load(known === undefined ? '' : String(known)).catch(async (error: unknown) => {
+      await appRead.catch(() => {});
+      throw error;
+    });
+    if (first === undefined) {
+      await appRead.catch(() => {});
+      return undefined;
+    }
+    let app = await appRead;
+    let shardRead: ShardRead<T> = first;
+    for (let attempt = 2; !oneMoment(shardRead.view, app.mark); attempt++) {
+      if (attempt > READ_ATTEMPTS) {
+        this.#options.warn({
+          code: 'read-not-one-moment',
+          appName,
+          shard,
+          message: `a session read met writes of shard ${shard} between its reads ${READ_ATTEMPTS} times; it shows the app state of its last read, which may hold app: writes of appends it does not show`,
         });
-        if (shardRead === undefined) {
-          await appRead.catch(() => {});
-          return undefined;
-        }
-        app = await appRead;
-      } else {
-        // The app slot first: its mark is then at most the shard's last position.
-        app = await this.readApp(operation, call, appName, shard);
-        shardRead = await load(String(app.mark));
-        if (shardRead === undefined) return undefined;
+        break;
       }
-      const { view } = shardRead;
-      if (view.floor <= app.mark && app.mark <= view.last) break;
-      if (attempt >= READ_ATTEMPTS) {
-        await this.#repair(operation, call, appName, keys, app.mark, view);
+      const before = await this.readApp(operation, call, appName, shard);
+      const again = await load(String(before.mark));
+      if (again === undefined) return undefined;
+      shardRead = again;
+      app = before;
+      const { view } = again;
+      if (oneMoment(view, before.mark)) break;
+      if (before.mark > view.last) {
+        // Read before the shard, the mark is above every position the shard gave: the shard lost them.
+        await this.#repair(operation, call, appName, keys, 'shard-position-behind', before.mark, view);
+        break;
+      }
+      const after = await this.readApp(operation, call, appName, shard);
+      app = after;
+      if (oneMoment(view, after.mark)) break;
+      if (after.mark < view.floor) {
+        // Read after the shard, the mark is below entries the shard removed as applied: the app slot lost marks.
+        await this.#repair(operation, call, appName, keys, 'app-mark-behind', after.mark, view);
         break;
       }
     }
@@ -278,32 +383,39 @@ export class Outbox {
     return { result: shardRead.result, appState: layOver(app.bucket, mark, view) };
   }
 
-  /** The two slots disagree after reading the app slot first: raise what fell behind, and say so. */
+  /**
+   * Raises what fell behind and says so; a repair that cannot be written
+   * (the server refuses writes) is reported too, and the read answers all
+   * the same.
+   */
   async #repair(
     operation: string,
     call: StoreCall | undefined,
     appName: string,
     keys: ShardKeys,
+    code: 'app-mark-behind' | 'shard-position-behind',
     mark: number,
     view: OutboxView,
   ): Promise<void> {
     const { shard } = keys;
-    if (view.floor > mark) {
-      const app = appKeys(this.#options.prefix, appName);
-      await this.#raise(operation, call, app.marks, String(shard), view.floor);
+    const message =
+      code === 'app-mark-behind'
+        ? `the app slot's mark of shard ${shard} (${mark}) is below entries the shard removed as applied (up to ${view.floor}): the app slot lost applied writes (a failover to a replica that lagged?); the mark was raised, the lost app: writes stay lost`
+        : `shard ${shard}'s last outbox position (${view.last}) is below the app slot's mark (${mark}): the shard lost writes that were applied to the app slot (a failover to a replica that lagged?); the position was raised`;
+    try {
+      if (code === 'app-mark-behind') {
+        await this.#raise(operation, call, appKeys(this.#options.prefix, appName).marks, String(shard), view.floor);
+      } else {
+        await this.#raise(operation, call, keys.outbox, FIELD.last, mark);
+      }
+      this.#options.warn({ code, appName, shard, message });
+    } catch (error) {
       this.#options.warn({
-        code: 'app-mark-behind',
+        code,
         appName,
         shard,
-        message: `the app slot's mark of shard ${shard} (${mark}) is below entries the shard removed as applied (up to ${view.floor}): the app slot lost applied writes (a failover to a replica that lagged?); the mark was raised, the lost app: writes stay lost`,
-      });
-    } else {
-      await this.#raise(operation, call, keys.outbox, FIELD.last, mark);
-      this.#options.warn({
-        code: 'shard-position-behind',
-        appName,
-        shard,
-        message: `shard ${shard}'s last outbox position (${view.last}) is below the app slot's mark (${mark}): the shard lost writes that were applied to the app slot (a failover to a replica that lagged?); the position was raised`,
+        cause: error,
+        message: `${message.replace(/; the (mark|position) was raised.*$/, '')}; raising it failed (${error instanceof Error ? error.message : String(error)}), the next read tries again`,
       });
     }
   }
@@ -326,17 +438,18 @@ export class Outbox {
         code: 'drain-failed',
         appName,
         cause: error,
-        message: `a drain of the app's outboxes failed (the next one is due in ${this.#options.drainMs} ms): ${error instanceof Error ? error.message : String(error)}`,
+        message: `a drain of the app's outboxes did not finish (the next one is due in ${this.#options.drainMs} ms): ${error instanceof Error ? error.message : String(error)}`,
       });
     });
-    this.#drains.add(running);
-    void running.finally(() => this.#drains.delete(running));
+    this.#track(running);
   }
 
   /**
    * Applies what every shard's outbox of the app holds, then tells the
    * shards that had entries how far that went. Harmless beside writers doing
-   * the same: the app slot skips what it has.
+   * the same: the app slot skips what it has. A shard that cannot be read
+   * keeps its entries for the next drain; the others are applied all the
+   * same, and the drain then fails naming it.
    */
   async drain(appName: string): Promise<void> {
     await this.#drain(appName);
@@ -351,61 +464,91 @@ export class Outbox {
     for (let shard = 0; shard < this.#options.shards; shard++) {
       shards.push(shardKeys(this.#options.prefix, appName, shard, this.#options.shards));
     }
-    const views = await Promise.all(
-      shards.map(async (keys) => {
-        const reply = (await this.#run(
+    const peek = async (keys: ShardKeys) =>
+      parseView(
+        (await this.#run(
           'drain',
           true,
           call,
           PEEK,
-          keyList(PEEK, { outbox: keys.outbox }),
-          argList(PEEK, { ack: this.takeAck(appName, keys.shard) }),
-        )) as OutboxReply;
-        return { keys, view: parseView(reply) };
-      }),
-    );
-    const pending = views.filter(({ view }) => view.entries.length > 0);
-    if (pending.length === 0) return;
-    const app: AppKeys = appKeys(this.#options.prefix, appName);
-    const [marks] = (await this.#run(
-      'drain',
-      true,
-      call,
-      APPLY,
-      keyList(APPLY, { appState: app.appState, marks: app.marks }),
-      argList(
+          keyList(PEEK, keys),
+          argList(PEEK, { ack: this.takeAck(appName, keys.shard), from: '' }),
+        )) as OutboxReply,
+      );
+    const read = await Promise.allSettled(shards.map(peek));
+    const failures: unknown[] = [];
+    const pending: Array<{ keys: ShardKeys; view: OutboxView }> = [];
+    read.forEach((outcome, index) => {
+      if (outcome.status === 'rejected') failures.push(outcome.reason);
+      else if (outcome.value.entries.length > 0)
+        pending.push({ keys: shards[index] as ShardKeys, view: outcome.value });
+    });
+    if (pending.length > 0) {
+      const app: AppKeys = appKeys(this.#options.prefix, appName);
+      const [marks] = (await this.#run(
+        'drain',
+        true,
+        call,
         APPLY,
-        { wantBucket: '0' },
-        pending.flatMap(({ keys, view }) => group(keys.shard, view)),
-      ),
-    )) as [string[], number];
-    for (let index = 0; index < marks.length; index += 2) {
-      this.#learn(appName, Number(marks[index]), marks[index + 1] as string);
-    }
-    await Promise.all(
-      pending.map(({ keys }) =>
-        this.#run(
-          'drain',
-          true,
-          call,
-          PEEK,
-          keyList(PEEK, { outbox: keys.outbox }),
-          argList(PEEK, { ack: this.takeAck(appName, keys.shard) }),
+        keyList(APPLY, { appState: app.appState, marks: app.marks }),
+        argList(
+          APPLY,
+          { wantBucket: '0' },
+          pending.flatMap(({ keys, view }) => group(keys.shard, view)),
         ),
-      ),
-    );
+      )) as [Array<string | number>, number];
+      const behind: Array<{ keys: ShardKeys; view: OutboxView }> = [];
+      for (let index = 0; index < marks.length; index += 3) {
+        const shard = Number(marks[index]);
+        if (Number(marks[index + 2]) === 1) {
+          const entry = pending.find(({ keys }) => keys.shard === shard);
+          if (entry) behind.push(entry);
+        } else this.#learn(appName, shard, String(marks[index + 1]));
+      }
+      // A shard whose view the app slot is behind (it lost marks): apply it on its own, from the mark.
+      for (const { keys, view } of behind) {
+        await this.apply('drain', call, appName, keys.shard, view, false).catch((error: unknown) =>
+          failures.push(error),
+        );
+      }
+      const told = await Promise.allSettled(pending.map(({ keys }) => peek(keys)));
+      for (const outcome of told) if (outcome.status === 'rejected') failures.push(outcome.reason);
+    }
+    if (failures.length > 0) {
+      const first = failures[0];
+      throw new Error(
+        `${failures.length} shard request(s) failed, the first: ${first instanceof Error ? first.message : String(first)}`,
+        { cause: first },
+      );
+    }
   }
 
-  /** Stops starting drains, abandons the running ones and waits for them to settle. */
+  /**
+   * Stops starting drains and timers, hands over the marks not yet handed
+   * over, lets the running work finish for up to {@link CLOSE_WAIT_MS}, then
+   * abandons it.
+   */
   async close(): Promise<void> {
+    for (const [id, timer] of this.#flushes) {
+      clearTimeout(timer);
+      this.#flushes.delete(id);
+      const cut = id.indexOf('#');
+      this.#handOver(id.slice(cut + 1), Number(id.slice(0, cut)));
+    }
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const waited = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, CLOSE_WAIT_MS);
+    });
+    await Promise.race([Promise.all([...this.#drains]), waited]);
+    clearTimeout(timer);
     this.#stop.abort();
     await Promise.all([...this.#drains]);
   }
 }
 
-/** The APPLY arguments of one shard's entries. */
+/** The APPLY arguments of one shard's entries: its number, the view's floor, the count, then the entries. */
 function group(shard: number, view: OutboxView): string[] {
-  const out = [String(shard), String(view.entries.length)];
+  const out = [String(shard), String(view.floor), String(view.entries.length)];
   for (const [position, delta] of view.entries) out.push(String(position), delta);
   return out;
 }

@@ -188,8 +188,31 @@ local function outbox_view(flat, from)
 end
 `;
 
+/**
+ * Removes expired sessions of a shard (at most `limit`, nil for all) from its
+ * indexes, and their keys if still there. Needs `now_ms` (NOW).
+ */
+const PURGE = `
+local function purge_expired(base, expiry, shard_index, limit)
+  if redis.call('EXISTS', expiry) == 0 then return end
+  local cut = '(' .. string.format('%.0f', now_ms())
+  local gone
+  if limit then gone = redis.call('ZRANGEBYSCORE', expiry, '-inf', cut, 'LIMIT', 0, limit)
+  else gone = redis.call('ZRANGEBYSCORE', expiry, '-inf', cut) end
+  for _, pair in ipairs(gone) do
+    local split = string.find(pair, '\\0', 1, true)
+    local user = string.sub(pair, 1, split - 1)
+    local session = string.sub(pair, split + 1)
+    redis.call('DEL', base .. ${P.session} .. ':' .. pair, base .. ${P.events} .. ':' .. pair, base .. ${P.eventIds} .. ':' .. pair)
+    redis.call('ZREM', shard_index, session .. '\\0' .. user)
+    redis.call('ZREM', base .. ${P.userIndex} .. ':' .. user, session)
+    redis.call('ZREM', expiry, pair)
+  end
+end
+`;
+
 /** Shared Lua helpers of the scripts that write sessions; they take keys as parameters, never from KEYS. */
-const HELPERS = `${NOW}${OUTBOX}
+const HELPERS = `${NOW}${OUTBOX}${PURGE}
 local function hset_pairs(key, head, from, count)
   local last = from + 2 * count - 1
   if head then
@@ -270,6 +293,12 @@ local function start_session(head)
   return next + 2 * tonumber(ARGV.nApp), view
 end
 
+-- A write with a time to live also removes a few expired sessions of the shard (before it
+-- writes: an expired earlier life of this very key is among them).
+local function purge_some()
+  if tonumber(ARGV.ttlMs) > 0 then purge_expired(string.sub(KEYS.shardIndex, 1, -2), KEYS.expiry, KEYS.shardIndex, 100) end
+end
+
 local function index_session()
   redis.call('ZADD', KEYS.shardIndex, ARGV.updateTime, ARGV.appMember)
   redis.call('ZADD', KEYS.userIndex, ARGV.updateTime, ARGV.userMember)
@@ -293,6 +322,7 @@ export const CREATE = define(
   NEW_SESSION_ARGS,
   `${NEW_SESSION}
 if redis.call('EXISTS', KEYS.session) == 1 then return 0 end
+purge_some()
 local _, view = start_session({ ${F.revision}, ARGV.revision, ${F.first}, ARGV.revision, ${F.life}, ARGV.life, ${F.updated}, ARGV.updateTime, ${F.count}, '0' })
 index_session()
 if ARGV.mode == 'd' then view = redis.call('HGETALL', KEYS.app)
@@ -314,6 +344,7 @@ export const IMPORT = define(
   NEW_SESSION_ARGS,
   `${NEW_SESSION}
 if redis.call('EXISTS', KEYS.session) == 1 then return 0 end
+purge_some()
 local next, view = start_session({ ${F.revision}, ARGV.revision, ${F.first}, ARGV.revision, ${F.life}, ARGV.life, ${F.updated}, ARGV.updateTime })
 local count = 0
 local last = next + 2 * tonumber(ARGV[next]) - 1
@@ -376,6 +407,7 @@ redis.call('ZADD', KEYS.userIndex, ARGV.updateTime, ARGV.userMember)
 local at = expiry_time(tonumber(ARGV.ttlMs), ARGV.clock, KEYS.session, false)
 if at then
   expire_session(KEYS.session, KEYS.events, KEYS.eventIds, KEYS.expiry, at, ARGV.expiryMember)
+  purge_expired(string.sub(KEYS.shardIndex, 1, -2), KEYS.expiry, KEYS.shardIndex, 100)
 end
 return view or 0
 `,
@@ -463,21 +495,12 @@ return { session, redis.call('HGETALL', KEYS.userState), app, events, restart }
 );
 
 /** Removes a shard's sessions whose time to live has passed from its indexes (and their keys, if still there). */
-const PURGE_EXPIRED = `${NOW}
-local function purge_expired(base, expiry, shard_index)
-  if redis.call('EXISTS', expiry) == 0 then return end
-  local gone = redis.call('ZRANGEBYSCORE', expiry, '-inf', '(' .. string.format('%.0f', now_ms()))
-  for _, pair in ipairs(gone) do
-    local cut = string.find(pair, '\\0', 1, true)
-    local user = string.sub(pair, 1, cut - 1)
-    local session = string.sub(pair, cut + 1)
-    redis.call('DEL', base .. ${P.session} .. ':' .. pair, base .. ${P.events} .. ':' .. pair, base .. ${P.eventIds} .. ':' .. pair)
-    redis.call('ZREM', shard_index, session .. '\\0' .. user)
-    redis.call('ZREM', base .. ${P.userIndex} .. ':' .. user, session)
-    redis.call('ZREM', expiry, pair)
-  end
-end
+const PURGE_EXPIRED = `${NOW}${PURGE}
+`;
 
+/** Members of a sorted set in the listing's order (the Lua function `window`). */
+
+const WINDOW = `
 -- Members of a sorted set from position 0 to stop - 1 by score (ascending or
 -- descending), ties by member ascending in both orders: { member, score, ... }.
 local function window(index, order, offset, stop)
@@ -535,7 +558,7 @@ export const LIST = define(
   'list',
   ['index', 'expiry', 'shardIndex', 'appState'] as const,
   ['order', 'offset', 'limit', 'encodedUser'] as const,
-  `${PURGE_EXPIRED}
+  `${PURGE_EXPIRED}${WINDOW}
 local base = string.sub(KEYS.shardIndex, 1, -2)
 purge_expired(base, KEYS.expiry, KEYS.shardIndex)
 local total = redis.call('ZCARD', KEYS.index)
@@ -579,7 +602,7 @@ export const LIST_SHARDS = define(
   'listShards',
   [],
   ['order', 'want'] as const,
-  `${PURGE_EXPIRED}
+  `${PURGE_EXPIRED}${WINDOW}
 local out = {}
 for at = 1, #KEYS, 2 do
   purge_expired(string.sub(KEYS[at], 1, -2), KEYS[at + 1], KEYS[at])
@@ -635,10 +658,14 @@ export const READ_BUCKET = define('readBucket', ['bucket'] as const, [], `return
  * The app slot's side of the outbox, applying: per shard, the entries above
  * the shard's mark, in order, each delta into the app bucket, then the mark.
  * A group whose entries are all at or below the mark changes nothing, so an
- * applier that arrives late, or twice, is harmless. `wantBucket` ('1' | '0')
- * asks for the bucket back. After the fixed arguments, per shard: its
- * number, its entry count, then position, delta, ... in ascending order.
- * Returns { { shard, mark, ... }, bucket or 0 }.
+ * applier that arrives late, or twice, is harmless. Each group says from
+ * which position on it holds every entry (its floor); a group whose floor is
+ * above the mark (the app slot lost marks, after a failover) is not applied,
+ * and says so, for the applier to read the outbox again from the mark.
+ * `wantBucket` ('1' | '0') asks for the bucket back. After the fixed
+ * arguments, per shard: its number, its floor, its entry count, then
+ * position, delta, ... in ascending order.
+ * Returns { { shard, mark, gap (0 | 1), ... }, bucket or 0 }.
  */
 export const APPLY = define(
   'apply',
@@ -649,26 +676,33 @@ local marks = {}
 local at = ARGV_REST
 while at <= #ARGV do
   local shard = ARGV[at]
-  local count = tonumber(ARGV[at + 1])
+  local floor = tonumber(ARGV[at + 1])
+  local count = tonumber(ARGV[at + 2])
   local mark = redis.call('HGET', KEYS.marks, shard) or '-1'
   local done = tonumber(mark)
-  local moved = false
-  for entry = at + 2, at + 2 * count, 2 do
-    local position = tonumber(ARGV[entry])
-    if position > done then
-      local list = cjson.decode(ARGV[entry + 1])
-      for from = 1, #list, 2000 do
-        redis.call('HSET', KEYS.appState, unpack(list, from, math.min(#list, from + 1999)))
+  local gap = 0
+  if floor > done then
+    gap = 1
+  else
+    local moved = false
+    for entry = at + 3, at + 1 + 2 * count, 2 do
+      local position = tonumber(ARGV[entry])
+      if position > done then
+        local list = cjson.decode(ARGV[entry + 1])
+        for from = 1, #list, 2000 do
+          redis.call('HSET', KEYS.appState, unpack(list, from, math.min(#list, from + 1999)))
+        end
+        done = position
+        mark = ARGV[entry]
+        moved = true
       end
-      done = position
-      mark = ARGV[entry]
-      moved = true
     end
+    if moved then redis.call('HSET', KEYS.marks, shard, mark) end
   end
-  if moved then redis.call('HSET', KEYS.marks, shard, mark) end
   marks[#marks + 1] = shard
   marks[#marks + 1] = mark
-  at = at + 2 + 2 * count
+  marks[#marks + 1] = gap
+  at = at + 3 + 2 * count
 end
 local bucket = 0
 if ARGV.wantBucket == '1' then bucket = redis.call('HGETALL', KEYS.appState) end
@@ -703,16 +737,19 @@ return { redis.call('HGETALL', KEYS.appState), mark, claimed }
 );
 
 /**
- * One shard's outbox for a drain: records the acknowledgement `ack` ('' for
- * none), removes what is known applied and old enough, and returns the view
- * from the highest known-applied position: { last, floor, entries }.
+ * One shard's outbox for a drain or an applier: records the acknowledgement
+ * `ack` ('' for none), removes what is known applied and old enough, and
+ * returns the view from the highest known-applied position, or from `from`
+ * when lower: { last, floor, entries }. It also removes up to 32 of the
+ * shard's expired sessions from its indexes.
  */
 export const PEEK = define(
   'peek',
-  ['outbox'] as const,
-  ['ack'] as const,
-  `${NOW}${OUTBOX}
-return outbox_view(outbox_ack(KEYS.outbox, ARGV.ack), '')
+  ['outbox', 'shardIndex', 'expiry'] as const,
+  ['ack', 'from'] as const,
+  `${NOW}${OUTBOX}${PURGE}
+purge_expired(string.sub(KEYS.shardIndex, 1, -2), KEYS.expiry, KEYS.shardIndex, 32)
+return outbox_view(outbox_ack(KEYS.outbox, ARGV.ack), ARGV.from)
 `,
 );
 

@@ -54,7 +54,7 @@ import {
   UPDATED_FIELD,
   userKeys,
 } from './keys.js';
-import { layOver, Outbox, type OutboxReply, parseView, type RedisStoreWarning } from './outbox.js';
+import { layOver, Outbox, type OutboxReply, oneMoment, parseView, type RedisStoreWarning } from './outbox.js';
 import {
   APPEND,
   APPLY,
@@ -258,6 +258,11 @@ export class RedisStore implements SessionStore {
     let app: string[];
     if (appRead) {
       const { bucket, mark } = await appRead;
+      if (!oneMoment(view, mark)) {
+        // The app read and the create straddle writes of the shard: read the new session as getSession does.
+        const again = await this.#load(input.key, { limit: 0 }, undefined, call);
+        if (again) return { status: 'created', userState: again.userState, appState: again.appState };
+      }
       app = layOver(bucket, mark, view);
     } else {
       app = await this.#outbox.apply('createSession', call, input.key.appName, keys.shard, view, true);
