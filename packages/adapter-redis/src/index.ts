@@ -314,7 +314,7 @@ interface ClusterUrl {
 function clusterUrl(url: string): ClusterUrl | undefined {
   const scheme = /^(rediss?)\+cluster:\/\//i.exec(url)?.[1]?.toLowerCase();
   if (scheme === undefined) return undefined;
-  const match = /^[^:]+:\/\/(?:([^@/?#]*)@)?([^/?#]*)(\/0?)?$/.exec(url);
+  const match = /^[^:]+:\/\/(?:([^@/?#]*)@)?([^@/?#]*)(\/0?)?$/.exec(url);
   if (!match) {
     throw new InvalidArgumentError(
       'url',

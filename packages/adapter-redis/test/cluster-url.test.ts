@@ -125,14 +125,16 @@ describe('reading a cluster url', () => {
     }
   });
 
-  it('refuses a url without nodes, with a bad port, a database, parameters or bad percent-encoding', () => {
+  it('refuses a url without nodes, with a bad port, a database, parameters or bad encoding, never showing the password', () => {
     for (const url of [
-      'redis+cluster://me:secret@',
-      'redis+cluster://me:secret@127.0.0.1:0',
-      'redis+cluster://me:secret@127.0.0.1:7000,127.0.0.1:x',
-      'redis+cluster://me:secret@127.0.0.1:7000/1',
-      'rediss+cluster://me:secret@127.0.0.1:7000?tls=false',
-      'redis+cluster://me:secret%zz@127.0.0.1:7000',
+      'redis+cluster://me:hunter2@',
+      'redis+cluster://me:hunter2@127.0.0.1:0',
+      'redis+cluster://me:hunter2@127.0.0.1:7000,127.0.0.1:x',
+      'redis+cluster://me:hunter2@127.0.0.1:7000/1',
+      'rediss+cluster://me:hunter2@127.0.0.1:7000?tls=false',
+      'redis+cluster://me:hunter2%zz@127.0.0.1:7000',
+      // An @ in the password that is not percent-encoded: no part of the password is taken for a node.
+      'redis+cluster://me:hun@ter2@127.0.0.1:7000',
     ]) {
       let error: unknown;
       try {
@@ -141,7 +143,7 @@ describe('reading a cluster url', () => {
         error = caught;
       }
       expect(error, url).toBeInstanceOf(InvalidArgumentError);
-      expect((error as Error).message, url).not.toContain('secret');
+      expect((error as Error).message, url).not.toMatch(/hun|ter2/);
     }
   });
 });
