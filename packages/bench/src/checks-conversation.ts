@@ -47,6 +47,16 @@ function evaluate(
   return { ...base, status: met ? 'met' : 'missed', measured, ...(met ? {} : { note: missed(measured) }) };
 }
 
+function shortAppendsMissing(results: Results): string {
+  const reasons = ['memory', 'adk-in-memory'].map((id) => {
+    const info = results.targets.find((each) => each.id === id);
+    if (!info) return `${id} was not part of this run`;
+    if (info.status === 'skipped') return `${info.label} was skipped: ${info.reason}`;
+    return results.shortAppends?.[id] ? undefined : `workload 10 failed on ${info.label} (see the run's log)`;
+  });
+  return reasons.filter((reason) => reason !== undefined).join('; ') || 'a figure is missing';
+}
+
 export function conversationChecks(results: Results): Check[] {
   const checks: Check[] = [];
   const early = 10;
@@ -86,6 +96,24 @@ export function conversationChecks(results: Results): Check[] {
       () => notMeasured(results, 'firestore', late),
       (value) =>
         `${formatRatio(value)}: ${first?.median} documents per turn at turn ${early}, ${last?.median} at turn ${late}.`,
+    ),
+  );
+  const memory = results.shortAppends?.memory?.median;
+  const adk = results.shortAppends?.['adk-in-memory']?.median;
+  checks.push(
+    evaluate(
+      {
+        id: 'memory-append-vs-adk-in-memory',
+        target: "Memory store: appendEvent on a 10-event session ≥ 1.0× ADK's InMemorySessionService",
+        bound: 1,
+        comparison: '>=',
+        formula:
+          'adk-state memory appends/s ÷ InMemorySessionService appends/s, one append on each of 1,000 sessions holding 10 events (workload 10)',
+      },
+      memory !== undefined && adk !== undefined && adk > 0 ? memory / adk : undefined,
+      () => shortAppendsMissing(results),
+      (value) =>
+        `${formatRatio(value)}: the memory store checks every value and encodes the event as JSON text (what it keeps, and what a read hands out copies of), and applies ADK's write-order rules to its record of stored writes; InMemorySessionService keeps the event object itself. See "Core's cost per call" in packages/bench/README.md for the profile.`,
     ),
   );
   return checks;

@@ -140,5 +140,7 @@ export interface Results {
   clusters?: Record<string, ClusterResult>;
   /** Workload 9, the conversation through ADK's Runner (by target id); absent in older results. */
   conversation?: Record<string, ConversationResult>;
+  /** Workload 10, appendEvent on 10-event sessions (appends/s, by target id); absent in older results. */
+  shortAppends?: Record<string, Summary>;
   checks: Check[];
 }

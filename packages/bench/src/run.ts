@@ -17,6 +17,7 @@ import { closeTargets, openTargets, placeProcesses, selectTargets } from './phas
 import { measureProbes } from './phases/probes.js';
 import { runReads, seedReadData } from './phases/reads.js';
 import { countRoundTrips } from './phases/round-trips.js';
+import { runShortAppends } from './phases/short-appends.js';
 import type { Results } from './results.js';
 import { nowMs } from './stats.js';
 import { TARGETS } from './targets/registry.js';
@@ -44,6 +45,7 @@ export async function runBench(
     await countRoundTrips(context);
     await runClusters(context);
     await measureHeap(context);
+    await runShortAppends(context);
     await runConversations(context);
     return results(context, started);
   } finally {
@@ -75,6 +77,7 @@ function results(context: BenchContext, started: number): Results {
     memory: context.memory,
     ...(Object.keys(context.clusters).length > 0 ? { clusters: context.clusters } : {}),
     ...(Object.keys(context.conversation).length > 0 ? { conversation: context.conversation } : {}),
+    ...(Object.keys(context.shortAppends).length > 0 ? { shortAppends: context.shortAppends } : {}),
     checks: [],
   };
   results.checks = evaluateChecks(results);

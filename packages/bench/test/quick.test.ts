@@ -118,6 +118,9 @@ describe('a whole run at tiny sizes', () => {
       expect(conversation?.points.map((point) => [point.turn, point.events])).toEqual([[10, 40]]);
       expect(conversation?.points[0]?.storeMs.samples).toHaveLength(5);
     }
+    expectPositiveNumber(results.shortAppends?.memory?.median);
+    expectPositiveNumber(results.shortAppends?.['adk-in-memory']?.median);
+    expect(results.checks.find((check) => check.id === 'memory-append-vs-adk-in-memory')?.status).toMatch(/met|missed/);
     const growth = results.checks.find((check) => check.id === 'conversation-growth-memory');
     expect(growth?.status).toBe('not measured');
     expect(growth?.note).toContain('12 turns');

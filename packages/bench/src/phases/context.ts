@@ -19,6 +19,7 @@ import type {
   WorkloadId,
   WorkloadResult,
 } from '../results.js';
+import type { Summary } from '../stats.js';
 import type { AnyTargetSpec, OpenTarget } from '../targets/types.js';
 import type { ReadData } from '../workloads.js';
 
@@ -63,6 +64,9 @@ export interface BenchContext {
   readonly clusters: Record<string, ClusterResult>;
   readonly memory: Record<string, MemoryResult>;
   readonly conversation: Record<string, ConversationResult>;
+  /** Workload 10: appends per second on 10-event sessions, by target id. */
+  readonly shortAppends: Record<string, Summary>;
+  readonly shortAppendErrors: Record<string, string>;
 }
 
 export function createContext(options: BenchOptions, log: Log): BenchContext {
@@ -82,6 +86,8 @@ export function createContext(options: BenchOptions, log: Log): BenchContext {
     clusters: {},
     memory: {},
     conversation: {},
+    shortAppends: {},
+    shortAppendErrors: {},
   };
 }
 

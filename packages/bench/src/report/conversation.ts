@@ -45,3 +45,18 @@ export function conversationTable(results: Results): { header: string[]; rows: s
   }
   return { header, rows };
 }
+
+/** Workload 10 as one line per target (appends per second, median and min – max), or none. */
+export function shortAppendLines(results: Results): string[] {
+  const figures = results.shortAppends;
+  if (!figures) return [];
+  return results.targets
+    .filter((target) => figures[target.id])
+    .map((target) => {
+      const summary = figures[target.id];
+      const range = summary ? `${Math.round(summary.min)} – ${Math.round(summary.max)}` : '';
+      return `${target.label}: ${Math.round(summary?.median ?? 0)} appends/s (${range})`;
+    });
+}
+
+export const SHORT_APPENDS_TITLE = '10. appendEvent on sessions that hold 10 events (1,000 sessions, one append each)';

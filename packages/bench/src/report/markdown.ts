@@ -7,7 +7,7 @@
 import { placementLine } from '../affinity.js';
 import { machineLine } from '../machine.js';
 import type { Results } from '../results.js';
-import { CONVERSATION_TITLE, conversationTable } from './conversation.js';
+import { CONVERSATION_TITLE, conversationTable, SHORT_APPENDS_TITLE, shortAppendLines } from './conversation.js';
 import {
   checkVerdict,
   growthRows,
@@ -130,6 +130,13 @@ export function renderMarkdown(results: Results, chartPath: string): string {
         conversation.header.map((_, index) => index > 0),
       ),
     );
+    out.push('');
+  }
+  const shortAppends = shortAppendLines(results);
+  if (shortAppends.length > 0) {
+    out.push(`**${SHORT_APPENDS_TITLE}**`);
+    out.push('');
+    for (const line of shortAppends) out.push(`- ${line}`);
     out.push('');
   }
   out.push('**6. Round trips per operation**');

@@ -3,7 +3,7 @@
 import { placementLine } from '../affinity.js';
 import { machineLine } from '../machine.js';
 import type { Results } from '../results.js';
-import { CONVERSATION_TITLE, conversationTable } from './conversation.js';
+import { CONVERSATION_TITLE, conversationTable, SHORT_APPENDS_TITLE, shortAppendLines } from './conversation.js';
 import {
   checkVerdict,
   growthRows,
@@ -140,6 +140,13 @@ export function renderTable(results: Results): string {
     out.push(CONVERSATION_TITLE);
     const align = conversation.header.map((_, index): Align => (index === 0 ? 'left' : 'right'));
     out.push(textTable(conversation.header, conversation.rows, align));
+  }
+
+  const shortAppends = shortAppendLines(results);
+  if (shortAppends.length > 0) {
+    out.push('');
+    out.push(SHORT_APPENDS_TITLE);
+    for (const line of shortAppends) out.push(`  ${line}`);
   }
 
   out.push('');

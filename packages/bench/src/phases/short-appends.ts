@@ -1,0 +1,50 @@
+/**
+ * Workload 10: appendEvent on sessions that hold 10 events, on the in-process
+ * targets (the memory store and ADK's InMemorySessionService): each sample
+ * fills many sessions with 10 events, untimed, then times one more append on
+ * each. Interleaved, as the other workloads.
+ */
+import type { BaseSessionService, Session } from '@google/adk';
+import { benchEvent, benchEvents } from '../events.js';
+import { summarize } from '../stats.js';
+import type { BenchContext } from './context.js';
+import { collectGarbage, interleave, message, push } from './shared.js';
+
+/** Sessions per sample. */
+const SESSIONS = 1_000;
+/** Events each session holds when its timed append comes. */
+const HELD = 10;
+
+async function sample(service: BaseSessionService, appName: string): Promise<number> {
+  const sessions: Session[] = [];
+  for (let index = 0; index < SESSIONS; index++) {
+    const session = await service.createSession({ appName, userId: `user-${index % 10}` });
+    for (const event of benchEvents(HELD, `${appName}-${index}`)) await service.appendEvent({ session, event });
+    sessions.push(session);
+  }
+  const events = sessions.map((_, index) => benchEvent(HELD, `${appName}-${index}`));
+  collectGarbage();
+  const started = performance.now();
+  for (const [index, session] of sessions.entries()) {
+    await service.appendEvent({ session, event: events[index] as (typeof events)[number] });
+  }
+  return (SESSIONS / (performance.now() - started)) * 1000;
+}
+
+/** Fills `shortAppends` (appends per second) for every in-process target. */
+export async function runShortAppends(context: BenchContext): Promise<void> {
+  const targets = context.opened.filter(({ target }) => target.fresh !== undefined);
+  const samples = new Map<string, number[]>();
+  await interleave(targets, context.options.repetitions, async ({ spec, target }, repetition) => {
+    if (context.shortAppendErrors[spec.id]) return;
+    try {
+      const service = (target.fresh as () => BaseSessionService)();
+      const rate = await sample(service, `bench-short-${context.runId}-${spec.id}-${repetition}`);
+      if (repetition > 0) context.shortAppends[spec.id] = summarize(push(samples, spec.id, rate));
+    } catch (error) {
+      context.shortAppendErrors[spec.id] = message(error);
+      context.log(`  appends on 10-event sessions failed on ${spec.label}: ${message(error)}`);
+    }
+  });
+  context.log('appends on 10-event sessions done');
+}
