@@ -108,7 +108,7 @@ export function conversationChecks(results: Results): Check[] {
         bound: 1,
         comparison: '>=',
         formula:
-          'adk-state memory appends/s ÷ InMemorySessionService appends/s, one append on each of 1,000 sessions holding 10 events (workload 10)',
+          'adk-state memory appends/s ÷ InMemorySessionService appends/s, one append on each of 5,000 sessions (--quick: 1,000) holding 10 events (workload 10)',
       },
       memory !== undefined && adk !== undefined && adk > 0 ? memory / adk : undefined,
       () => shortAppendsMissing(results),

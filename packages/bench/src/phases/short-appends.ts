@@ -10,14 +10,15 @@ import { summarize } from '../stats.js';
 import type { BenchContext } from './context.js';
 import { collectGarbage, interleave, message, push } from './shared.js';
 
-/** Sessions per sample. */
-const SESSIONS = 1_000;
+/** Sessions per sample (`--quick`: 1,000): enough appends that a collection pause is a small share of a sample. */
+const SESSIONS = 5_000;
+const QUICK_SESSIONS = 1_000;
 /** Events each session holds when its timed append comes. */
 const HELD = 10;
 
-async function sample(service: BaseSessionService, appName: string): Promise<number> {
+async function sample(service: BaseSessionService, appName: string, count: number): Promise<number> {
   const sessions: Session[] = [];
-  for (let index = 0; index < SESSIONS; index++) {
+  for (let index = 0; index < count; index++) {
     const session = await service.createSession({ appName, userId: `user-${index % 10}` });
     for (const event of benchEvents(HELD, `${appName}-${index}`)) await service.appendEvent({ session, event });
     sessions.push(session);
@@ -28,7 +29,7 @@ async function sample(service: BaseSessionService, appName: string): Promise<num
   for (const [index, session] of sessions.entries()) {
     await service.appendEvent({ session, event: events[index] as (typeof events)[number] });
   }
-  return (SESSIONS / (performance.now() - started)) * 1000;
+  return (count / (performance.now() - started)) * 1000;
 }
 
 /** Fills `shortAppends` (appends per second) for every in-process target. */
@@ -39,7 +40,8 @@ export async function runShortAppends(context: BenchContext): Promise<void> {
     if (context.shortAppendErrors[spec.id]) return;
     try {
       const service = (target.fresh as () => BaseSessionService)();
-      const rate = await sample(service, `bench-short-${context.runId}-${spec.id}-${repetition}`);
+      const count = context.options.quick ? QUICK_SESSIONS : SESSIONS;
+      const rate = await sample(service, `bench-short-${context.runId}-${spec.id}-${repetition}`, count);
       if (repetition > 0) context.shortAppends[spec.id] = summarize(push(samples, spec.id, rate));
     } catch (error) {
       context.shortAppendErrors[spec.id] = message(error);

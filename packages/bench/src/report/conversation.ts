@@ -59,4 +59,5 @@ export function shortAppendLines(results: Results): string[] {
     });
 }
 
-export const SHORT_APPENDS_TITLE = '10. appendEvent on sessions that hold 10 events (1,000 sessions, one append each)';
+export const SHORT_APPENDS_TITLE =
+  '10. appendEvent on sessions that hold 10 events (5,000 sessions, --quick 1,000; one append each)';
