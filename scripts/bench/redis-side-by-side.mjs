@@ -12,8 +12,8 @@
  */
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import net from 'node:net';
 import { createRequire } from 'node:module';
+import net from 'node:net';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -49,9 +49,13 @@ async function startServer() {
       probe.close(() => resolve(free));
     });
   });
-  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
-    stdio: 'ignore',
-  });
+  const child = spawn(
+    'redis-server',
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+    {
+      stdio: 'ignore',
+    },
+  );
   for (let attempt = 0; ; attempt++) {
     const up = await new Promise((resolve) => {
       const socket = net.connect(port, '127.0.0.1', () => {
@@ -178,7 +182,9 @@ try {
       entry.ratios.push(figures.new.perSecond / figures.old.perSecond);
       entry.old.push(figures.old);
       entry.new.push(figures.new);
-      console.error(`round ${round + 1} ${name}: new/old ${(figures.new.perSecond / figures.old.perSecond).toFixed(2)}`);
+      console.error(
+        `round ${round + 1} ${name}: new/old ${(figures.new.perSecond / figures.old.perSecond).toFixed(2)}`,
+      );
     }
   }
 } finally {
@@ -187,7 +193,9 @@ try {
 
 const fmt = (list) => `${Math.min(...list).toFixed(2)}-${Math.max(...list).toFixed(2)}`;
 const median = (list) => [...list].sort((a, b) => a - b)[Math.floor(list.length / 2)];
-console.log(`| workload | new ÷ old calls/s (${rounds} rounds) | old calls/s | new calls/s | client CPU µs/call old → new |`);
+console.log(
+  `| workload | new ÷ old calls/s (${rounds} rounds) | old calls/s | new calls/s | client CPU µs/call old → new |`,
+);
 console.log('|---|---|---|---|---|');
 for (const name of workloads) {
   const { ratios, old, new: fresh } = results[name];

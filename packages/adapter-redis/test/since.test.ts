@@ -52,7 +52,8 @@ describe.each([
 
     await writer.getSession(key); // the server has the read script from here on: every read is one EVALSHA
     expect(((await reader.getSession(key)) as Session).events).toHaveLength(50);
-    const first = (session = (await writer.getSession(key)) as Session).events[0];
+    session = (await writer.getSession(key)) as Session;
+    const first = session.events[0];
     await writer.appendEvent({ session, event: testEvent({ n: 51, 'app:n': 51 }) });
     const again = (await reader.getSession(key)) as Session;
     expect(again.events).toHaveLength(51);
