@@ -13,6 +13,7 @@ export {
   AlreadyExistsError,
   BackendError,
   type BackendErrorOptions,
+  type BackendFailureKind,
   InvalidArgumentError,
   isAdkStateError,
   SessionNotFoundError,
