@@ -11,13 +11,13 @@ import * as ioredis from 'ioredis';
 import type { CommandClient, ReplicaWait } from './connection.js';
 import { assertKeyPrefix } from './keys.js';
 import type { RedisStoreWarning } from './outbox.js';
-import { DEFAULT_DRAIN_MS, RedisStore } from './store.js';
+import { DEFAULT_DRAIN_MS, DEFAULT_OUTBOX_KEEP_MS, RedisStore } from './store.js';
 
 export { listAppNames } from './apps.js';
 export type { ReplicaWait } from './connection.js';
 export { appTag, decodeText, encodeText, sessionKeys, shardOf } from './keys.js';
 export type { RedisStoreWarning } from './outbox.js';
-export { DEFAULT_DRAIN_MS, RedisLayoutError, RedisStore, SCRIPT_SHAS } from './store.js';
+export { DEFAULT_DRAIN_MS, DEFAULT_OUTBOX_KEEP_MS, RedisLayoutError, RedisStore, SCRIPT_SHAS } from './store.js';
 
 /**
  * The Redis class. At run time `default` is the class in every ioredis 5.x and
@@ -171,6 +171,14 @@ export interface RedisLayoutOptions {
    */
   drainIntervalMs?: number;
   /**
+   * With the outbox protocol: how long a shard's outbox keeps the entries
+   * known applied, in milliseconds, so that after a failover of the app
+   * slot's master to a replica that lacked some applies they are applied
+   * again. Keep it above the cluster's failover time (`cluster-node-timeout`
+   * plus the election). Default {@link DEFAULT_OUTBOX_KEEP_MS}.
+   */
+  outboxKeepMs?: number;
+  /**
    * Called when the store repairs a disagreement between an app's slots (after
    * a failover that lost writes) or a background drain fails. Default:
    * `process.emitWarning`. Never called for a failure a call reports itself.
@@ -204,6 +212,7 @@ export class RedisSessionService extends StateSessionService {
       clusterProtocol,
       waitForReplicas,
       drainIntervalMs = DEFAULT_DRAIN_MS,
+      outboxKeepMs = DEFAULT_OUTBOX_KEEP_MS,
       onWarning,
       ...serviceOptions
     } = options;
@@ -240,6 +249,9 @@ export class RedisSessionService extends StateSessionService {
         `must be a number >= 0 (Infinity: never), got ${String(drainIntervalMs)}`,
       );
     }
+    if (typeof outboxKeepMs !== 'number' || !Number.isFinite(outboxKeepMs) || outboxKeepMs < 0) {
+      throw new InvalidArgumentError('outboxKeepMs', `must be a finite number >= 0, got ${String(outboxKeepMs)}`);
+    }
     if (onWarning !== undefined && typeof onWarning !== 'function') {
       throw new InvalidArgumentError('onWarning', 'must be a function');
     }
@@ -264,6 +276,7 @@ export class RedisSessionService extends StateSessionService {
         ...(expiry ? { expiry: { clock: expiry.clock, ms: Math.max(1, Math.ceil(expiry.seconds * 1000)) } } : {}),
         shards,
         drainMs: drainIntervalMs,
+        outboxKeepMs,
         ...(clusterProtocol === undefined ? {} : { clusterProtocol }),
         ...(waitForReplicas ? { waitForReplicas: { ...waitForReplicas } } : {}),
         ...(onWarning ? { onWarning } : {}),

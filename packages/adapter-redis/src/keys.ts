@@ -41,13 +41,16 @@ export const PART = {
   shardIndex: 'l',
   /** Sorted set: a shard's sessions with a time to live, by expiry time. `x` */
   expiry: 'x',
-  /** Hash: a shard's outbox of `app:` deltas on their way to the app slot (cluster protocol). `o` */
+  /** Hash: a shard's outbox of `app:` deltas on their way to the app slot (cluster protocol). `o`; its positions: `oi` */
   outbox: 'o',
   /** Hash (app slot): the app bucket. `a` */
   appState: 'a',
   /** Hash (app slot): per shard, the outbox position applied up to; the last drain time. `w` */
   marks: 'w',
 } as const;
+
+/** The outbox's sorted set of positions is the outbox's key with this suffix (same slot). */
+export const OUTBOX_INDEX_SUFFIX = 'i';
 
 /**
  * Fields that are not state. Every one starts with U+0000, and encoded state

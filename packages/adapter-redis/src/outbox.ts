@@ -135,6 +135,8 @@ export interface OutboxOptions {
   shards: number;
   /** The least time between two drains of one app, in milliseconds. */
   drainMs: number;
+  /** How long entries known applied stay in an outbox, in microseconds (as text, for the scripts). */
+  keepUs: string;
   warn: (warning: RedisStoreWarning) => void;
 }
 
@@ -207,7 +209,7 @@ export class Outbox {
       { signal, deadline: Date.now() + DRAIN_TIMEOUT_MS },
       PEEK,
       keyList(PEEK, keys),
-      argList(PEEK, { ack, from: '' }),
+      argList(PEEK, { ack, from: '', keepUs: this.#options.keepUs }),
     ).then(
       () => {},
       () => {},
@@ -263,7 +265,7 @@ export class Outbox {
           call,
           PEEK,
           keyList(PEEK, keys),
-          argList(PEEK, { ack: '', from: mark }),
+          argList(PEEK, { ack: '', from: mark, keepUs: this.#options.keepUs }),
         )) as OutboxReply,
       );
       if (current.floor > Number(mark) || attempt >= 3) {
@@ -472,7 +474,7 @@ export class Outbox {
           call,
           PEEK,
           keyList(PEEK, keys),
-          argList(PEEK, { ack: this.takeAck(appName, keys.shard), from: '' }),
+          argList(PEEK, { ack: this.takeAck(appName, keys.shard), from: '', keepUs: this.#options.keepUs }),
         )) as OutboxReply,
       );
     const read = await Promise.allSettled(shards.map(peek));

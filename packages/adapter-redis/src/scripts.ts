@@ -27,7 +27,7 @@
  *   RESP3 form differs from RESP2).
  */
 import { createHash } from 'node:crypto';
-import { FIELD, luaString, PART } from './keys.js';
+import { FIELD, luaString, OUTBOX_INDEX_SUFFIX, PART } from './keys.js';
 
 /** A script with its SHA1 and the names of its keys and fixed arguments, in order. */
 export interface Script<K extends string = string, A extends string = string> {
@@ -91,6 +91,8 @@ const F = Object.fromEntries(Object.entries(FIELD).map(([name, text]) => [name, 
   keyof typeof FIELD,
   string
 >;
+/** The suffix of an outbox's position index, as a Lua literal. */
+const I = luaString(OUTBOX_INDEX_SUFFIX);
 const P = Object.fromEntries(Object.entries(PART).map(([name, text]) => [name, luaString(text)])) as Record<
   keyof typeof PART,
   string
@@ -108,83 +110,74 @@ local function now_us()
 end
 `;
 
-/** How long (microseconds) an outbox entry known applied is kept, so a reader that read the app slot just before can still lay it over. */
-export const OUTBOX_KEEP_US = 2_000_000;
-
 /**
  * The shard side of the outbox (see `outbox.ts`). Positions are numbers
  * below 2^53 kept as decimal text: the shard's clock in microseconds, or one
- * more than the last position given, whichever is higher.
+ * more than the last position given, whichever is higher. The outbox is a
+ * hash (position -> delta, and the fields `last`, `known` and `floor`) with
+ * a sorted set of its positions beside it (its key plus `i`), so that a write
+ * or a read touches only the entries it needs, however many are kept.
  */
 const OUTBOX = `
+-- The outbox's last, known and floor positions, as numbers (-1: none).
+local function outbox_meta(outbox)
+  local meta = redis.call('HMGET', outbox, ${F.last}, ${F.known}, ${F.floor})
+  return { tonumber(meta[1] or '0'), tonumber(meta[2] or '-1'), tonumber(meta[3] or '-1') }
+end
+
 -- Adds an entry (the delta as JSON text) and returns its position.
 local function outbox_add(outbox, delta)
   local last = tonumber(redis.call('HGET', outbox, ${F.last}) or '0')
   local at = string.format('%.0f', math.max(now_us(), last + 1))
   redis.call('HSET', outbox, ${F.last}, at, at, delta)
+  redis.call('ZADD', outbox .. ${I}, at, at)
   return at
 end
 
 -- Records that the app slot has applied the entries up to 'ack' (text, '' for
--- nothing new) and removes the entries known applied that are older than the
--- keep time. Returns the outbox as a flat HGETALL reply.
-local function outbox_ack(outbox, ack)
-  local flat = redis.call('HGETALL', outbox)
-  local known, floor = -1, -1
-  for at = 1, #flat, 2 do
-    if flat[at] == ${F.known} then known = tonumber(flat[at + 1])
-    elseif flat[at] == ${F.floor} then floor = tonumber(flat[at + 1]) end
-  end
-  if ack ~= '' and tonumber(ack) > known then
-    known = tonumber(ack)
+-- nothing new) and removes entries known applied that are older than keep_us
+-- (at most 1000 a call). Returns the outbox's meta after.
+local function outbox_ack(outbox, ack, keep_us)
+  local meta = outbox_meta(outbox)
+  if ack ~= '' and tonumber(ack) > meta[2] then
+    meta[2] = tonumber(ack)
     redis.call('HSET', outbox, ${F.known}, ack)
   end
-  if known < 0 then return flat end
-  local cut = math.min(known, now_us() - ${OUTBOX_KEEP_US})
-  if cut <= floor then return flat end
-  local gone, kept = {}, {}
-  for at = 1, #flat, 2 do
-    local field = flat[at]
-    if string.byte(field) ~= 0 and tonumber(field) <= cut then
-      gone[#gone + 1] = field
-    else
-      kept[#kept + 1] = field
-      kept[#kept + 1] = flat[at + 1]
-    end
-  end
-  if #gone > 0 then
-    for from = 1, #gone, 2000 do redis.call('HDEL', outbox, unpack(gone, from, math.min(#gone, from + 1999))) end
-    local text = string.format('%.0f', cut)
-    redis.call('HSET', outbox, ${F.floor}, text)
-    for at = 1, #kept, 2 do if kept[at] == ${F.floor} then kept[at + 1] = text end end
-    if floor < 0 then kept[#kept + 1] = ${F.floor} kept[#kept + 1] = text end
-  end
-  return kept
+  if meta[2] < 0 then return meta end
+  local cut = math.min(meta[2], now_us() - tonumber(keep_us))
+  if cut <= meta[3] then return meta end
+  local index = outbox .. ${I}
+  local gone = redis.call('ZRANGEBYSCORE', index, '-inf', string.format('%.0f', cut), 'LIMIT', 0, 1000)
+  if #gone == 0 then return meta end
+  redis.call('HDEL', outbox, unpack(gone))
+  redis.call('ZREM', index, unpack(gone))
+  -- The floor moves only over entries removed (all of them up to cut, or up to the 1000th).
+  local floor = cut
+  if #gone == 1000 then floor = tonumber(gone[#gone]) end
+  meta[3] = floor
+  redis.call('HSET', outbox, ${F.floor}, string.format('%.0f', floor))
+  return meta
 end
 
 -- What a reader or an applier needs of the outbox: { last, floor, { position, delta, ... } }
 -- with every entry above floor (all present). floor is the highest position known applied,
 -- or 'from' when lower (a reader whose app read is older), never below the removed ones.
-local function outbox_view(flat, from)
-  local last, known, floor = '0', '-1', '-1'
-  for at = 1, #flat, 2 do
-    local field = flat[at]
-    if field == ${F.last} then last = flat[at + 1]
-    elseif field == ${F.known} then known = flat[at + 1]
-    elseif field == ${F.floor} then floor = flat[at + 1] end
-  end
-  local cut = tonumber(known)
+local function outbox_view(outbox, meta, from)
+  local cut = meta[2]
   if from ~= '' and tonumber(from) < cut then cut = tonumber(from) end
-  if tonumber(floor) > cut then cut = tonumber(floor) end
+  if meta[3] > cut then cut = meta[3] end
+  local text = string.format('%.0f', cut)
+  local positions = redis.call('ZRANGEBYSCORE', outbox .. ${I}, '(' .. text, '+inf')
   local entries = {}
-  for at = 1, #flat, 2 do
-    local field = flat[at]
-    if string.byte(field) ~= 0 and tonumber(field) > cut then
-      entries[#entries + 1] = field
-      entries[#entries + 1] = flat[at + 1]
+  for first = 1, #positions, 1000 do
+    local stop = math.min(#positions, first + 999)
+    local deltas = redis.call('HMGET', outbox, unpack(positions, first, stop))
+    for at = first, stop do
+      entries[#entries + 1] = positions[at]
+      entries[#entries + 1] = deltas[at - first + 1]
     end
   end
-  return { last, string.format('%.0f', cut), entries }
+  return { string.format('%.0f', meta[1]), text, entries }
 end
 `;
 
@@ -259,11 +252,11 @@ local function app_write(from, count)
     return nil
   end
   if ARGV.appDelta == '' then
-    if ARGV.ack ~= '' then outbox_ack(KEYS.app, ARGV.ack) end
+    if ARGV.ack ~= '' then outbox_ack(KEYS.app, ARGV.ack, ARGV.keepUs) end
     return nil
   end
   outbox_add(KEYS.app, ARGV.appDelta)
-  return outbox_view(outbox_ack(KEYS.app, ARGV.ack), '')
+  return outbox_view(KEYS.app, outbox_ack(KEYS.app, ARGV.ack, ARGV.keepUs), '')
 end
 `;
 
@@ -271,7 +264,17 @@ end
 const WRITE_KEYS = ['session', 'events', 'eventIds', 'userState', 'shardIndex', 'userIndex', 'expiry', 'app'] as const;
 
 /** What a write says of expiry, the listing indexes and its app delta, after its own arguments. */
-const WRITE_TAIL = ['ttlMs', 'clock', 'appMember', 'userMember', 'expiryMember', 'mode', 'appDelta', 'ack'] as const;
+const WRITE_TAIL = [
+  'ttlMs',
+  'clock',
+  'appMember',
+  'userMember',
+  'expiryMember',
+  'mode',
+  'appDelta',
+  'ack',
+  'keepUs',
+] as const;
 
 /** The fixed arguments createSession and importSession share: the listed time, revision, bucket sizes, then {@link WRITE_TAIL}. */
 const NEW_SESSION_ARGS = ['updateTime', 'revision', 'life', 'nSession', 'nUser', 'nApp', ...WRITE_TAIL] as const;
@@ -326,7 +329,7 @@ purge_some()
 local _, view = start_session({ ${F.revision}, ARGV.revision, ${F.first}, ARGV.revision, ${F.life}, ARGV.life, ${F.updated}, ARGV.updateTime, ${F.count}, '0' })
 index_session()
 if ARGV.mode == 'd' then view = redis.call('HGETALL', KEYS.app)
-elseif not view then view = outbox_view(redis.call('HGETALL', KEYS.app), '') end
+elseif not view then view = outbox_view(KEYS.app, outbox_meta(KEYS.app), '') end
 return { redis.call('HGETALL', KEYS.userState), view }
 `,
 );
@@ -489,7 +492,7 @@ else
 end
 local app
 if ARGV.mode == 'd' then app = redis.call('HGETALL', KEYS.app)
-else app = outbox_view(redis.call('HGETALL', KEYS.app), ARGV.from) end
+else app = outbox_view(KEYS.app, outbox_meta(KEYS.app), ARGV.from) end
 return { session, redis.call('HGETALL', KEYS.userState), app, events, restart }
 `,
 );
@@ -746,10 +749,10 @@ return { redis.call('HGETALL', KEYS.appState), mark, claimed }
 export const PEEK = define(
   'peek',
   ['outbox', 'shardIndex', 'expiry'] as const,
-  ['ack', 'from'] as const,
+  ['ack', 'from', 'keepUs'] as const,
   `${NOW}${OUTBOX}${PURGE}
 purge_expired(string.sub(KEYS.shardIndex, 1, -2), KEYS.expiry, KEYS.shardIndex, 32)
-return outbox_view(outbox_ack(KEYS.outbox, ARGV.ack), ARGV.from)
+return outbox_view(KEYS.outbox, outbox_ack(KEYS.outbox, ARGV.ack, ARGV.keepUs), ARGV.from)
 `,
 );
 

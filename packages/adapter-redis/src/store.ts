@@ -109,6 +109,8 @@ export interface RedisStoreOptions {
   clusterProtocol?: boolean;
   /** The least time between two drains of an app's outboxes (cluster protocol), in milliseconds. Default 5,000. */
   drainMs?: number;
+  /** How long an outbox keeps entries known applied (cluster protocol), in milliseconds. Default {@link DEFAULT_OUTBOX_KEEP_MS}. */
+  outboxKeepMs?: number;
   /** Called with what the store repaired or could not do in the background. Default: `process.emitWarning`. */
   onWarning?: (warning: RedisStoreWarning) => void;
   /** Every write waits for this many replicas to acknowledge it (`WAIT`); a shortfall fails the call with `mayHaveApplied: true`. */
@@ -131,6 +133,14 @@ export const SCRIPT_SHAS: Readonly<Record<string, string>> = Object.fromEntries(
 
 /** The default least time between two drains of an app's outboxes, in milliseconds. */
 export const DEFAULT_DRAIN_MS = 5_000;
+
+/**
+ * How long an outbox keeps the entries known applied, by default: longer
+ * than a failover of the app slot's master with Redis's default
+ * `cluster-node-timeout` (15 s), so that applies the new master lacks are
+ * applied again from the outbox.
+ */
+export const DEFAULT_OUTBOX_KEEP_MS = 60_000;
 
 /** How many sessions' keys {@link RedisStore} keeps at hand. */
 const KEY_CACHE_SIZE = 1_024;
@@ -173,6 +183,8 @@ export class RedisStore implements SessionStore {
   readonly #keyCache = new Map<string, SessionKeys>();
   readonly #release: (() => Promise<void>) | undefined;
   readonly #outbox: Outbox;
+  /** How long outboxes keep applied entries, in microseconds, as the scripts take it. */
+  readonly #keepUs: string;
   /** Settles once the layout record agrees with `shards` (undefined: not checked yet, or the check failed). */
   #layout: Promise<void> | undefined;
   #layoutChecked = false;
@@ -187,11 +199,13 @@ export class RedisStore implements SessionStore {
     this.#slotBound = options.clusterProtocol ?? client.isCluster === true;
     this.#direct = this.#shards === 1 || !this.#slotBound;
     this.#release = options.release;
+    this.#keepUs = String(Math.round((options.outboxKeepMs ?? DEFAULT_OUTBOX_KEEP_MS) * 1000));
     const warn = options.onWarning ?? emitWarning;
     this.#outbox = new Outbox((...args) => this.#run(...args), {
       prefix: this.#prefix,
       shards: this.#shards,
       drainMs: options.drainMs ?? DEFAULT_DRAIN_MS,
+      keepUs: this.#keepUs,
       warn: (warning) => {
         try {
           warn(warning);
@@ -397,13 +411,18 @@ export class RedisStore implements SessionStore {
    */
   #appArguments(appName: string, shard: number, appDelta: Bucket) {
     if (this.#direct) {
-      return { count: appDelta.size, pairs: pairs(appDelta), tail: { mode: 'd', appDelta: '', ack: '' } };
+      return { count: appDelta.size, pairs: pairs(appDelta), tail: { mode: 'd', appDelta: '', ack: '', keepUs: '0' } };
     }
     const ack = this.#outbox.takeAck(appName, shard);
     return {
       count: 0,
       pairs: [] as string[],
-      tail: { mode: 'o', appDelta: appDelta.size === 0 ? '' : JSON.stringify(pairs(appDelta)), ack },
+      tail: {
+        mode: 'o',
+        appDelta: appDelta.size === 0 ? '' : JSON.stringify(pairs(appDelta)),
+        ack,
+        keepUs: this.#keepUs,
+      },
     };
   }
 

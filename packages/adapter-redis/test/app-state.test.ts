@@ -82,6 +82,8 @@ describe('app: keys through the outbox (single server, one slot per script)', ()
       keyPrefix,
       shards: SHARDS,
       clusterProtocol: true,
+      // Applied entries leave the outbox 2 s after they are known applied (60 s by default).
+      outboxKeepMs: 2_000,
       drainIntervalMs: Number.POSITIVE_INFINITY,
       onWarning: (warning) => warnings.push(warning),
       ...over,

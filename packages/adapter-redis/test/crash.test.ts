@@ -76,6 +76,8 @@ describe.each(targets)('writers killed between the two steps of an append, on %s
         keyPrefix,
         shards: SHARDS,
         clusterProtocol: true,
+        // Applied entries leave the outbox 2 s after they are known applied (60 s by default).
+        outboxKeepMs: 2_000,
         drainIntervalMs: DRAIN_MS,
       });
       for (const [writer, run] of runs.entries()) {

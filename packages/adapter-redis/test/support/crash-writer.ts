@@ -43,6 +43,8 @@ const service = new RedisSessionService({
   keyPrefix: options.keyPrefix,
   shards: options.shards,
   clusterProtocol: true,
+  // Applied entries leave the outbox 2 s after they are known applied (60 s by default).
+  outboxKeepMs: 2_000,
   drainIntervalMs: Number.POSITIVE_INFINITY,
 });
 const session = await service.createSession({ appName: options.appName, userId: options.userId, sessionId: 's' });
