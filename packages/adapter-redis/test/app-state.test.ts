@@ -16,14 +16,9 @@ import { startProxy } from '@adk-state/test-servers/proxy';
 import type { Session } from '@google/adk';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import {
-  RedisSessionService,
-  type RedisSessionServiceOptions,
-  type RedisStoreWarning,
-  SCRIPT_SHAS,
-} from '../src/index.js';
+import { RedisSessionService, type RedisStoreWarning, SCRIPT_SHAS } from '../src/index.js';
 import { appKeys, FIELD, PART, sessionKeys } from '../src/keys.js';
-import { testEvent } from './support/index.js';
+import { outboxServices, testEvent } from './support/index.js';
 
 const keyPrefix = `${inject('testPrefix')}-${randomUUID().slice(0, 8)}:`;
 
@@ -76,19 +71,7 @@ describe('app: keys through the outbox (single server, one slot per script)', ()
   });
 
   /** A service on the outbox protocol; no drains unless asked for. */
-  function service(over: Partial<RedisSessionServiceOptions> & { client?: Redis } = {}) {
-    return new RedisSessionService({
-      client,
-      keyPrefix,
-      shards: SHARDS,
-      clusterProtocol: true,
-      // Applied entries leave the outbox 2 s after they are known applied (60 s by default).
-      outboxKeepMs: 2_000,
-      drainIntervalMs: Number.POSITIVE_INFINITY,
-      onWarning: (warning) => warnings.push(warning),
-      ...over,
-    } as RedisSessionServiceOptions);
-  }
+  const service = outboxServices({ client: () => client, keyPrefix, shards: SHARDS, warnings });
 
   /** The fields of every outbox of an app, and of its marks. */
   async function records(appName: string) {

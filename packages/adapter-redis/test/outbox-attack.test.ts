@@ -16,7 +16,7 @@ import { RedisSessionService, type RedisSessionServiceOptions, type RedisStoreWa
 import { appKeys, shardKeys, shardOf } from '../src/keys.js';
 import { APPEND, APPLY, CREATE, IMPORT, LAYOUT, LOAD, PEEK, RAISE, READ_APP } from '../src/scripts.js';
 import { gated, runs, serverMicros, untilServerTime, usersOfShard } from './attack/hooks.js';
-import { hasRedisServer, startRedisCluster, startRedisServer, testEvent } from './support/index.js';
+import { hasRedisServer, outboxServices, startRedisCluster, startRedisServer, testEvent } from './support/index.js';
 
 const keyPrefix = `${inject('testPrefix')}-atk-${randomUUID().slice(0, 8)}:`;
 
@@ -194,19 +194,7 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
   });
 
   /** A service on the outbox protocol; no drains unless asked for. */
-  function service(over: Partial<RedisSessionServiceOptions> & { client?: Redis } = {}) {
-    return new RedisSessionService({
-      client,
-      keyPrefix,
-      shards: SHARDS,
-      clusterProtocol: true,
-      // Applied entries leave the outbox 2 s after they are known applied (60 s by default).
-      outboxKeepMs: 2_000,
-      drainIntervalMs: Number.POSITIVE_INFINITY,
-      onWarning: (warning) => warnings.push(warning),
-      ...over,
-    } as RedisSessionServiceOptions);
-  }
+  const service = outboxServices({ client: () => client, keyPrefix, shards: SHARDS, warnings });
 
   // Was a hole, closed by 2d73c79 (claim 2, and a false repair): a session read whose shard read
   // (LOAD) arrives more than the 2 s keep window after its app read, three
@@ -631,20 +619,8 @@ describe.skipIf(clusterNodes.length === 0)('attacks on the outbox protocol (a cl
     await cluster.quit();
   });
 
-  /** A service on the cluster (the outbox protocol), 16 shards, no drains unless asked for. */
-  function service(over: Partial<RedisSessionServiceOptions> & { client?: Redis } = {}) {
-    return new RedisSessionService({
-      client: cluster,
-      keyPrefix: prefix,
-      shards: SHARDS,
-      clusterProtocol: true,
-      // Applied entries leave the outbox 2 s after they are known applied (60 s by default).
-      outboxKeepMs: 2_000,
-      drainIntervalMs: Number.POSITIVE_INFINITY,
-      onWarning: (warning) => warnings.push(warning),
-      ...over,
-    } as RedisSessionServiceOptions);
-  }
+  /** A service on the outbox protocol; no drains unless asked for. */
+  const service = outboxServices({ client: () => cluster, keyPrefix: prefix, shards: SHARDS, warnings });
 
   // The createSession case above (a hole until 2d73c79), on a real cluster.
   it('createSession (no app: keys) answers with an app state of one moment', async () => {
