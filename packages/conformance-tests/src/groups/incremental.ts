@@ -7,7 +7,7 @@
  */
 import type { Session } from '@google/adk';
 import { expect } from 'vitest';
-import { expectCode, type Group, ids, plain, put } from '../kit.js';
+import { expectCode, type Group, ids, plain, put, type TestKit } from '../kit.js';
 import type { ConformanceService } from '../target.js';
 
 /** What a read shows, as plain data: the state and every event as JSON. */
@@ -33,6 +33,18 @@ async function expectSameRead(
     shown(reference),
   );
   return read;
+}
+
+/**
+ * The cast of a test: a writer, a reader that keeps the logs it reads, a
+ * reader that keeps none (the reference), a new app and the key `s1` of user `u1`.
+ */
+async function cast(kit: TestKit) {
+  const writer = await kit.service();
+  const reader = await kit.service();
+  const plainReader = await kit.service({ logCacheBytes: 0 });
+  const appName = kit.app();
+  return { writer, reader, plainReader, appName, key: { appName, userId: 'u1', sessionId: 's1' } };
 }
 
 function textOf(session: Session | undefined, index: number): string | undefined {
@@ -118,11 +130,7 @@ export const incremental: Group = {
     test(
       'writes through another instance are in the next whole read, state, buckets and events, turn after turn',
       async (kit) => {
-        const writer = await kit.service();
-        const reader = await kit.service();
-        const plainReader = await kit.service({ logCacheBytes: 0 });
-        const appName = kit.app();
-        const key = { appName, userId: 'u1', sessionId: 's1' };
+        const { writer, reader, plainReader, key } = await cast(kit);
         const session = await writer.createSession({ ...key, state: { n: 0 } });
         const other = await writer.createSession({ ...key, sessionId: 's2' });
         await expectSameRead(reader, plainReader, key, 'before any append');
@@ -145,11 +153,7 @@ export const incremental: Group = {
     test(
       'an event appended again under its id through another instance is read with its new content',
       async (kit) => {
-        const writer = await kit.service();
-        const reader = await kit.service();
-        const plainReader = await kit.service({ logCacheBytes: 0 });
-        const appName = kit.app();
-        const key = { appName, userId: 'u1', sessionId: 's1' };
+        const { writer, reader, plainReader, key } = await cast(kit);
         const session = await writer.createSession(key);
         const first = await put(writer, session, { n: 1 }, { text: 'first version' });
         await put(writer, session, { n: 2 }, { text: 'second' });
@@ -168,11 +172,7 @@ export const incremental: Group = {
     test(
       'deleted through another instance, the session is gone for the reader; created again with the same event ids, the reader reads the new life only',
       async (kit) => {
-        const other = await kit.service();
-        const reader = await kit.service();
-        const plainReader = await kit.service({ logCacheBytes: 0 });
-        const appName = kit.app();
-        const key = { appName, userId: 'u1', sessionId: 's1' };
+        const { writer: other, reader, plainReader, key } = await cast(kit);
         const old = await other.createSession({ ...key, state: { life: 1 } });
         for (const id of ['e1', 'e2', 'e3']) await put(other, old, { last: id }, { id, text: `old ${id}` });
         await expectSameRead(reader, plainReader, key, 'the first life');
@@ -205,11 +205,7 @@ export const incremental: Group = {
     test(
       'whole reads while another instance appends each show a state that matches their events, and end where a plain read ends',
       async (kit) => {
-        const writer = await kit.service();
-        const reader = await kit.service();
-        const plainReader = await kit.service({ logCacheBytes: 0 });
-        const appName = kit.app();
-        const key = { appName, userId: 'u1', sessionId: 's1' };
+        const { writer, reader, plainReader, key } = await cast(kit);
         const session = await writer.createSession({ ...key, state: { n: 0 } });
         let done = false;
         const writing = (async () => {
