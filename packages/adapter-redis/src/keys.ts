@@ -63,8 +63,6 @@ export const FIELD = {
   updated: '\u0000t',
   /** Session hash: the number of events in the log. */
   count: '\u0000n',
-  /** Session hash: the revision the session was created with. */
-  first: '\u0000c',
   /** Session hash: a token new with each create or import of the key (its `logMark`). */
   life: '\u0000g',
   /** Session hash: the revision of the last write that replaced an event in place. */
@@ -224,7 +222,7 @@ export interface UserKeys extends ShardKeys {
 
 /** The keys of one session (all in the user's shard). */
 export interface SessionKeys extends UserKeys {
-  /** Hash: revision, first revision, lastUpdateTime, event count and the session bucket. */
+  /** Hash: revision, life token, lastUpdateTime, event count, last in-place replacement and the session bucket. */
   session: string;
   /** List: the event log, one entry per event (see `encodeEntry`). */
   events: string;

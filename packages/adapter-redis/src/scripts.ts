@@ -326,7 +326,7 @@ export const CREATE = define(
   `${NEW_SESSION}
 if redis.call('EXISTS', KEYS.session) == 1 then return 0 end
 purge_some()
-local _, view = start_session({ ${F.revision}, ARGV.revision, ${F.first}, ARGV.revision, ${F.life}, ARGV.life, ${F.updated}, ARGV.updateTime, ${F.count}, '0' })
+local _, view = start_session({ ${F.revision}, ARGV.revision, ${F.life}, ARGV.life, ${F.updated}, ARGV.updateTime, ${F.count}, '0' })
 index_session()
 if ARGV.mode == 'd' then view = redis.call('HGETALL', KEYS.app)
 elseif not view then view = outbox_view(KEYS.app, outbox_meta(KEYS.app), '') end
@@ -348,7 +348,7 @@ export const IMPORT = define(
   `${NEW_SESSION}
 if redis.call('EXISTS', KEYS.session) == 1 then return 0 end
 purge_some()
-local next, view = start_session({ ${F.revision}, ARGV.revision, ${F.first}, ARGV.revision, ${F.life}, ARGV.life, ${F.updated}, ARGV.updateTime })
+local next, view = start_session({ ${F.revision}, ARGV.revision, ${F.life}, ARGV.life, ${F.updated}, ARGV.updateTime })
 local count = 0
 local last = next + 2 * tonumber(ARGV[next]) - 1
 local batch = {}

@@ -54,7 +54,15 @@ import {
   UPDATED_FIELD,
   userKeys,
 } from './keys.js';
-import { layOver, Outbox, type OutboxReply, oneMoment, parseView, type RedisStoreWarning } from './outbox.js';
+import {
+  layOver,
+  Outbox,
+  type OutboxReply,
+  oneMoment,
+  parseView,
+  type RedisStoreWarning,
+  type Runner,
+} from './outbox.js';
 import {
   APPEND,
   APPLY,
@@ -201,7 +209,7 @@ export class RedisStore implements SessionStore {
     this.#release = options.release;
     this.#keepUs = String(Math.round((options.outboxKeepMs ?? DEFAULT_OUTBOX_KEEP_MS) * 1000));
     const warn = options.onWarning ?? emitWarning;
-    this.#outbox = new Outbox((...args) => this.#run(...args), {
+    this.#outbox = new Outbox(this.#run, {
       prefix: this.#prefix,
       shards: this.#shards,
       drainMs: options.drainMs ?? DEFAULT_DRAIN_MS,
@@ -700,14 +708,7 @@ export class RedisStore implements SessionStore {
    * Runs one script for one store call (see `connection.ts` for deadlines and
    * honest failures); `operation` names the call in errors as the service does.
    */
-  #run(
-    operation: string,
-    write: boolean,
-    call: StoreCall | undefined,
-    target: Script,
-    keys: readonly string[],
-    args: ReadonlyArray<string | number>,
-  ): Promise<unknown> {
+  readonly #run: Runner = (operation, write, call, target, keys, args) => {
     const step = { operation, write, call };
     const wait = write ? this.#wait : undefined;
     return runScript(
@@ -716,7 +717,7 @@ export class RedisStore implements SessionStore {
       keys,
       args,
     );
-  }
+  };
 
   /**
    * The keys of a session, from a small cache of the sessions used last:
