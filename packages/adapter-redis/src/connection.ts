@@ -194,14 +194,14 @@ export class Connection {
    */
   async send(step: Step, command: string, args: Array<string | number>, wait?: ReplicaWait): Promise<unknown> {
     const { call } = step;
-    if (call?.signal.aborted) {
+    if (abandoned(call)) {
       throw new BackendError(step.operation, new CommandAbandoned(), { mayHaveApplied: false, timedOut: true });
     }
     if (this.#database) await untilAbandoned(this.#database, call).catch(() => {});
     if (this.#refused) {
       throw new BackendError(step.operation, this.#refused, { kind: 'unknown-database' });
     }
-    if (call?.signal.aborted) {
+    if (abandoned(call)) {
       throw new BackendError(step.operation, new CommandAbandoned(), { mayHaveApplied: false, timedOut: true });
     }
     if (this.#client.status === 'end') {
@@ -276,10 +276,21 @@ export class Connection {
   }
 }
 
-/** `reply`, or a {@link CommandAbandoned} rejection as soon as the call's signal aborts. */
+/** Whether the call passed its deadline (or, for the store's own calls, was stopped): no new command for it. */
+function abandoned(call: StoreCall | undefined): boolean {
+  if (call === undefined) return false;
+  return Date.now() >= call.deadline || (call.bounded !== true && call.signal.aborted);
+}
+
+/**
+ * `reply`, or a {@link CommandAbandoned} rejection as soon as the call's
+ * signal aborts. The service's calls are not raced: the service stops
+ * waiting at the deadline itself, and the signal would cost an
+ * `AbortController` per call.
+ */
 function untilAbandoned<T>(reply: Promise<T>, call: StoreCall | undefined): Promise<T> {
-  const signal = call?.signal;
-  if (!signal || call.deadline === Number.POSITIVE_INFINITY) return reply;
+  if (call === undefined || call.bounded === true || call.deadline === Number.POSITIVE_INFINITY) return reply;
+  const signal = call.signal;
   return new Promise<T>((resolve, reject) => {
     const abandon = () => reject(new CommandAbandoned());
     signal.addEventListener('abort', abandon, { once: true });

@@ -153,6 +153,9 @@ export const DEFAULT_OUTBOX_KEEP_MS = 60_000;
 /** How many sessions' keys {@link RedisStore} keeps at hand. */
 const KEY_CACHE_SIZE = 1_024;
 
+/** The app arguments of a direct write: its pairs go into the bucket, nothing into an outbox. */
+const DIRECT_TAIL = { mode: 'd', appDelta: '', ack: '', keepUs: '0' } as const;
+
 /** The data under a key prefix was written with another number of shards than the service was given. */
 export class RedisLayoutError extends InvalidArgumentError {
   /** The number of shards recorded under the key prefix. */
@@ -189,6 +192,8 @@ export class RedisStore implements SessionStore {
   readonly #slotBound: boolean;
   /** Recently used sessions' keys (insertion order; the oldest goes first when full). */
   readonly #keyCache = new Map<string, SessionKeys>();
+  /** The write scripts' key lists of the cached sessions' keys. */
+  readonly #writeKeyLists = new WeakMap<SessionKeys, string[]>();
   readonly #release: (() => Promise<void>) | undefined;
   readonly #outbox: Outbox;
   /** How long outboxes keep applied entries, in microseconds, as the scripts take it. */
@@ -246,7 +251,7 @@ export class RedisStore implements SessionStore {
       true,
       call,
       CREATE,
-      keyList(CREATE, this.#writeKeys(keys)),
+      this.#writeKeys(keys),
       this.#newSessionArguments(
         keys,
         input.key.appName,
@@ -298,7 +303,7 @@ export class RedisStore implements SessionStore {
     const keys = this.#keys(input.key);
     const events: string[] = [String(input.events.length)];
     for (const event of input.events) events.push(encodeEntry(event), encodeText(event.id));
-    const reply = await this.#run('importSession', true, call, IMPORT, keyList(IMPORT, this.#writeKeys(keys)), [
+    const reply = await this.#run('importSession', true, call, IMPORT, this.#writeKeys(keys), [
       ...this.#newSessionArguments(
         keys,
         input.key.appName,
@@ -341,14 +346,7 @@ export class RedisStore implements SessionStore {
   ): Promise<LoadResult | SinceResult | undefined> {
     if (!this.#layoutChecked) await this.#checkLayout('getSession', call);
     const keys = this.#keys(key);
-    let after = filter.afterTimestamp;
-    let limit = filter.limit;
-    // Infinite bounds are settled here: nothing is <= -Infinity, everything is <= +Infinity.
-    if (after === Number.NEGATIVE_INFINITY) after = undefined;
-    if (after === Number.POSITIVE_INFINITY) {
-      after = undefined;
-      limit = 0;
-    }
+    const { afterTimestamp: after, limit } = filter;
     const loadKeys = keyList(LOAD, {
       session: keys.session,
       events: keys.events,
@@ -363,8 +361,10 @@ export class RedisStore implements SessionStore {
       heldRevision: held ? String(held.revision) : '',
       heldLife: held ? held.logMark : '',
     };
-    const load = async (from: string) =>
-      (await this.#run('getSession', false, call, LOAD, loadKeys, argList(LOAD, { ...bounds, from }))) as LoadReply | 0;
+    const load = async (from: string) => {
+      const reply = await this.#run('getSession', false, call, LOAD, loadKeys, argList(LOAD, { ...bounds, from }));
+      return reply === 0 ? 0 : loadReply(reply as [string, string[]], this.#direct);
+    };
     if (this.#direct) {
       const reply = await load('');
       return reply === 0 ? undefined : loaded(key, reply, reply[2] as string[], held !== undefined);
@@ -393,9 +393,9 @@ export class RedisStore implements SessionStore {
         ...this.#writeTail(keys),
         ...app.tail,
       },
-      [...pairs(input.sessionDelta), ...pairs(input.userDelta), ...app.pairs],
+      pairs(input.sessionDelta, input.userDelta, app.pairs),
     );
-    const reply = await this.#run('appendEvent', true, call, APPEND, keyList(APPEND, this.#writeKeys(keys)), args);
+    const reply = await this.#run('appendEvent', true, call, APPEND, this.#writeKeys(keys), args);
     if (Array.isArray(reply)) {
       await this.#outbox.apply(
         'appendEvent',
@@ -419,12 +419,12 @@ export class RedisStore implements SessionStore {
    */
   #appArguments(appName: string, shard: number, appDelta: Bucket) {
     if (this.#direct) {
-      return { count: appDelta.size, pairs: pairs(appDelta), tail: { mode: 'd', appDelta: '', ack: '', keepUs: '0' } };
+      return { count: appDelta.size, pairs: appDelta, tail: DIRECT_TAIL };
     }
     const ack = this.#outbox.takeAck(appName, shard);
     return {
       count: 0,
-      pairs: [] as string[],
+      pairs: undefined,
       tail: {
         mode: 'o',
         appDelta: appDelta.size === 0 ? '' : JSON.stringify(pairs(appDelta)),
@@ -461,7 +461,7 @@ export class RedisStore implements SessionStore {
         ...this.#writeTail(keys),
         ...app.tail,
       },
-      [...pairs(session), ...pairs(user), ...app.pairs],
+      pairs(session, user, app.pairs),
     );
   }
 
@@ -476,9 +476,18 @@ export class RedisStore implements SessionStore {
     };
   }
 
-  /** The keys of the create, import and append scripts: the app bucket (direct) or the shard's outbox last. */
-  #writeKeys(keys: SessionKeys) {
-    return { ...keys, app: this.#direct ? keys.app.appState : keys.outbox };
+  /**
+   * The KEYS of the create, import and append scripts (which declare the
+   * same ones): the app bucket (direct) or the shard's outbox last. Made once
+   * per cached session's keys.
+   */
+  #writeKeys(keys: SessionKeys): string[] {
+    let list = this.#writeKeyLists.get(keys);
+    if (list === undefined) {
+      list = keyList(APPEND, { ...keys, app: this.#direct ? keys.app.appState : keys.outbox });
+      this.#writeKeyLists.set(keys, list);
+    }
+    return list;
   }
 
   async deleteSession(key: SessionKey, call?: StoreCall): Promise<void> {
@@ -518,7 +527,7 @@ export class RedisStore implements SessionStore {
     );
     const appRead = this.#direct ? undefined : this.#readApp('listSessions', call, query.appName);
     appRead?.catch(() => {});
-    const reply = (await listing) as [
+    const reply = JSON.parse((await listing) as string) as [
       number | string,
       Array<[string, string[]]>,
       Array<[string, string[]]>,
@@ -526,7 +535,8 @@ export class RedisStore implements SessionStore {
     ];
     const [total, rows, users, appState] = reply;
     const sessions: SessionRecord[] = [];
-    for (const [member, hash] of rows) {
+    for (const [member, packed] of listOf(rows)) {
+      const hash = listOf(packed);
       if (hash.length === 0) continue;
       let sessionId: string;
       let userId: string;
@@ -541,8 +551,8 @@ export class RedisStore implements SessionStore {
       sessions.push(toRecord({ appName: query.appName, userId, sessionId }, hash));
     }
     const userStates = new Map<string, Bucket>();
-    for (const [encodedUser, hash] of users) userStates.set(decodeText(encodedUser), toBucket(hash));
-    const appFlat = Array.isArray(appState) ? appState : ((await appRead) as string[]);
+    for (const [encodedUser, hash] of listOf(users)) userStates.set(decodeText(encodedUser), toBucket(listOf(hash)));
+    const appFlat = typeof appState === 'object' ? listOf(appState) : ((await appRead) as string[]);
     return { totalItems: Number(total), sessions, userStates, appState: toBucket(appFlat) };
   }
 
@@ -763,16 +773,42 @@ function loaded(key: SessionKey, reply: LoadReply, appState: string[], since: bo
   return since ? { ...result, restart: Number(restart) === 1 } : result;
 }
 
+/**
+ * The reply of {@link LOAD} (JSON text: one string to parse instead of a
+ * reply element per field and event), with its empty lists as lists.
+ */
+function loadReply([text, events]: [string, string[]], direct: boolean): LoadReply {
+  const [session, user, app, restart] = JSON.parse(text) as [string[], string[], unknown, number];
+  return [
+    listOf(session),
+    listOf(user),
+    direct ? listOf(app as string[]) : outboxView(app as OutboxReply),
+    events,
+    restart,
+  ];
+}
+
+function outboxView([last, floor, entries]: OutboxReply): OutboxReply {
+  return [last, floor, listOf(entries)];
+}
+
+/** A list of a script's JSON reply: Lua's JSON encoder writes an empty table as `{}`. */
+function listOf<T>(value: T[] | Record<string, never>): T[] {
+  return Array.isArray(value) ? value : [];
+}
+
 /** A field's value in a flat HGETALL reply. */
 function fieldOf(flat: readonly string[], field: string): string | undefined {
   for (let index = 0; index < flat.length; index += 2) if (flat[index] === field) return flat[index + 1];
   return undefined;
 }
 
-/** A bucket as field/value arguments, fields encoded. */
-function pairs(bucket: Bucket): string[] {
+/** Buckets as field/value arguments, one after the other, fields encoded. */
+function pairs(...buckets: Array<Bucket | undefined>): string[] {
   const out: string[] = [];
-  for (const [field, text] of bucket) out.push(encodeText(field), text);
+  for (const bucket of buckets) {
+    if (bucket !== undefined) for (const [field, text] of bucket) out.push(encodeText(field), text);
+  }
   return out;
 }
 

@@ -20,7 +20,7 @@ function counting(client: Redis) {
       return async (command: string, args: Array<string | number>) => {
         const reply = await target.call(command, args);
         if (command === 'evalsha' && args[0] === SCRIPT_SHAS.load && Array.isArray(reply)) {
-          entries.push((reply[3] as unknown[]).length);
+          entries.push((reply[1] as unknown[]).length);
         }
         return reply;
       };

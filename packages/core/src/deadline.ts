@@ -100,6 +100,8 @@ function queueFor(timeoutMs: number): DeadlineQueue {
 
 export class Deadline implements StoreCall {
   readonly deadline: number;
+  /** {@link Deadline.run} stops waiting at the deadline, whatever the store does. */
+  readonly bounded = true;
   /** @internal Links of the queue of pending deadlines. */
   prev: Deadline | undefined;
   /** @internal */
@@ -182,6 +184,7 @@ export class Deadline implements StoreCall {
         return deadline.signal;
       },
       deadline: this.deadline,
+      bounded: true,
       usage,
     };
   }

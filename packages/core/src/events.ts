@@ -27,6 +27,7 @@ export interface StoredEvent {
  * those (when set).
  */
 export interface EventFilter {
+  /** Always finite: the service turns `-Infinity` into no bound and `+Infinity` into `limit: 0`. */
   afterTimestamp?: number;
   limit?: number;
 }

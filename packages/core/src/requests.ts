@@ -43,7 +43,10 @@ export function toEventFilter(config: GetSessionConfig | undefined): EventFilter
         `must be a number of milliseconds, got ${describe(afterTimestamp)}`,
       );
     }
-    filter.afterTimestamp = afterTimestamp;
+    // Infinite bounds are settled here, so a store only ever sees a finite one:
+    // nothing is <= -Infinity (no bound), everything is <= +Infinity (no event).
+    if (afterTimestamp === Number.POSITIVE_INFINITY) filter.limit = 0;
+    else if (afterTimestamp !== Number.NEGATIVE_INFINITY) filter.afterTimestamp = afterTimestamp;
   }
   if (numRecentEvents !== undefined) {
     if (typeof numRecentEvents !== 'number' || !Number.isInteger(numRecentEvents) || numRecentEvents < 0) {
@@ -52,7 +55,7 @@ export function toEventFilter(config: GetSessionConfig | undefined): EventFilter
         `must be a whole number greater than or equal to 0, got ${describe(numRecentEvents)}`,
       );
     }
-    filter.limit = numRecentEvents;
+    filter.limit = Math.min(numRecentEvents, filter.limit ?? numRecentEvents);
   }
   return filter;
 }

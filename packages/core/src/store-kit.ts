@@ -44,5 +44,6 @@ export type {
   SinceResult,
   StoreCall,
 } from './store.js';
+export { CONSISTENT_READ_ATTEMPTS, ConsistentReadContention } from './store.js';
 export type { StoreUsage } from './telemetry.js';
 export { assertJsonValue, decodeValue, encodeValue, findNonJson, type JsonProblem, type JsonRules } from './values.js';

@@ -153,6 +153,14 @@ export interface StoreCall {
   /** Epoch milliseconds by which the call must settle; `Infinity` for none. */
   deadline: number;
   /**
+   * True on the service's calls: the service itself stops waiting when the
+   * deadline passes, so a store need not race each of its waits against
+   * `signal` (which costs an `AbortController` per call); it only begins no
+   * new step after `deadline`. A store's own calls (background work) leave
+   * it out and are raced against their signal.
+   */
+  bounded?: boolean;
+  /**
    * Present when the call is traced: a store adds the round trips it made
    * and, where it knows them, the bytes it moved, for the call's span.
    */
@@ -209,4 +217,26 @@ export interface SessionStore {
   listAppNames?(call?: StoreCall): Promise<string[]>;
   /** Releases what the store opened itself (never a client the caller passed in). */
   close?(): Promise<void>;
+}
+
+/**
+ * How many times a store reads again, when writers change what it reads
+ * between the steps of one read, before it gives up with
+ * {@link ConsistentReadContention}.
+ */
+export const CONSISTENT_READ_ATTEMPTS = 8;
+
+/**
+ * A read could not see its data at one moment in `attempts` tries: other
+ * writers kept changing it between the read's steps. Nothing was written,
+ * and the same read succeeds once the writes let up.
+ */
+export class ConsistentReadContention extends Error {
+  readonly attempts: number;
+
+  constructor(what: string, attempts: number) {
+    super(`could not read ${what} at one moment in ${attempts} attempts (other writers kept changing it); try again`);
+    this.name = 'ConsistentReadContention';
+    this.attempts = attempts;
+  }
 }

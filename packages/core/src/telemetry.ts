@@ -19,7 +19,11 @@ export interface TelemetryOptions {
 
 /** What a store may report about one call, for its span. Stores add to it when it is present. */
 export interface StoreUsage {
-  /** Requests sent to the backend and answered (a pipeline or a script counts once). */
+  /**
+   * Requests sent to the backend (a pipeline, a script or a batch counts
+   * once): Redis counts the answered scripts, MongoDB the commands, Firestore
+   * the RPCs of the call.
+   */
   roundTrips: number;
   /** Bytes of state and events written or read, where the store knows them. */
   bytes: number;

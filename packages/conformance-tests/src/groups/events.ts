@@ -129,6 +129,20 @@ export const events: Group = {
       expect(ids(await read(1_000, 0))).toEqual([]);
     });
 
+    test('an infinite afterTimestamp is a bound like any other: -Infinity keeps every event, +Infinity none', async (kit) => {
+      const { service, session } = await kit.fresh();
+      const appended = [];
+      for (const timestamp of [1_000, 2_000, 3_000]) appended.push((await put(service, session, {}, { timestamp })).id);
+      const read = (afterTimestamp: number, numRecentEvents?: number) =>
+        kit.reload(session, numRecentEvents === undefined ? { afterTimestamp } : { afterTimestamp, numRecentEvents });
+      expect(ids(await read(Number.NEGATIVE_INFINITY))).toEqual(appended);
+      expect(ids(await read(Number.NEGATIVE_INFINITY, 2))).toEqual(appended.slice(1));
+      expect(ids(await read(Number.POSITIVE_INFINITY))).toEqual([]);
+      expect(ids(await read(Number.POSITIVE_INFINITY, 2))).toEqual([]);
+      const loaded = await kit.reload(session, { afterTimestamp: Number.POSITIVE_INFINITY });
+      expect(loaded.id).toBe(session.id);
+    });
+
     test('afterTimestamp on a log whose timestamps go back keeps the tail after the last event at or before it', async (kit) => {
       const { service, session } = await kit.fresh();
       const appended = [];
