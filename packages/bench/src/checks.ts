@@ -3,7 +3,7 @@
  * comes from the results; the notes say what the run shows about a miss.
  */
 
-import { RAW_SCRIPT_PROBE } from './backends/redis.js';
+import { APPEND_SCRIPT_PROBE, RAW_SCRIPT_PROBE } from './backends/redis.js';
 import { conversationChecks } from './checks-conversation.js';
 import { formatMs, formatRate, formatRatio } from './report/format.js';
 import type { Check, Results, WorkloadId } from './results.js';
@@ -177,6 +177,7 @@ export function evaluateChecks(results: Results): Check[] {
     ),
   );
 
+  checks.push(...rawAppendChecks(results, redisSequential, redisConcurrent));
   checks.push(...clusterChecks(results));
 
   for (const info of results.targets.filter((each) => each.kind === 'store')) {
@@ -279,6 +280,50 @@ export function evaluateChecks(results: Results): Check[] {
 
   checks.push(...conversationChecks(results));
   return checks;
+}
+
+/**
+ * The Redis store's append beside a raw script of the same round trip and
+ * the same commands from the same client: what is left is this process's
+ * work per append (core, the adapter, ADK).
+ */
+function rawAppendChecks(results: Results, sequential: number | undefined, concurrent: number | undefined): Check[] {
+  const raw = probeRate(results, 'redis', APPEND_SCRIPT_PROBE);
+  const rawGain = probeRatio(results, APPEND_SCRIPT_PROBE);
+  const cpu = results.workloads.find((each) => each.id === 'append-sequential')?.cells.redis?.cpuPerEvent?.median;
+  const whyMissing = () => missing(results, ['redis'], ['append-sequential', 'append-concurrent']);
+  const work = () =>
+    cpu === undefined || raw === undefined
+      ? 'the difference is the work of this process per append'
+      : `this process spends ${formatMs(cpu / 1000)} of CPU per append, ${formatRatio((cpu / 1e6) * raw)} of the raw script's whole round trip (${formatMs(1000 / raw)}): core's checks and encoding, the adapter's arguments and reply, and ADK's own appendEvent on the caller's session`;
+  return [
+    check(
+      {
+        id: 'redis-append-vs-raw-append-script',
+        target:
+          'Redis appendEvent sequential (one server, with an app: key) ≥ 0.9× a raw script of the same round trip',
+        bound: 0.9,
+        comparison: '>=',
+        formula: `adk-state Redis appendEvent/s (workload 1) ÷ raw ${APPEND_SCRIPT_PROBE}/s, both one at a time from one client`,
+      },
+      ratio(sequential, raw),
+      whyMissing,
+      () => `Both are one EVALSHA running the same commands on the server; ${work()}.`,
+    ),
+    check(
+      {
+        id: 'redis-concurrent-gain-vs-raw-append-script',
+        target: `Redis appendEvent's gain from ${results.options.sizes.concurrentSessions ?? 32} concurrent sessions ≥ 0.9× the raw append script's own gain`,
+        bound: 0.9,
+        comparison: '>=',
+        formula: `(workload 2 ÷ workload 1) ÷ (raw ${APPEND_SCRIPT_PROBE} from ${results.options.rawConcurrency} callers ÷ one at a time)`,
+      },
+      ratio(ratio(concurrent, sequential), rawGain),
+      whyMissing,
+      () =>
+        `The raw script gains ${formatRatioOf(rawGain)} from many callers; the store gains less because ${work()}, and with many callers in flight this process's one thread is the limit, not the server.`,
+    ),
+  ];
 }
 
 /** Workload 8: the Redis store's spread over the masters of a cluster, and its round trips there. */

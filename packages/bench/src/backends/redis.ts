@@ -29,6 +29,32 @@ return 1`;
 
 export const RAW_SCRIPT_PROBE = 'EVALSHA (3 commands)';
 
+/**
+ * The round trip of one append, raw: a Lua script that runs the commands the
+ * store's append script runs on one server (the revision read, the event id,
+ * the log entry, the session, user and app hashes, the two listing indexes),
+ * with an entry of an event's size, sent with EVALSHA from the same client.
+ * What is left between it and the store's append is the work of this process.
+ */
+const APPEND_SCRIPT = `local meta = redis.call('HMGET', KEYS[1], 'r', 'n')
+local count = tonumber(meta[2] or '0')
+redis.call('HSETNX', KEYS[3], ARGV[2], count)
+redis.call('RPUSH', KEYS[2], ARGV[1])
+redis.call('HSET', KEYS[1], 'r', count + 1, 't', ARGV[3], 'n', count + 1, 'k', ARGV[4])
+redis.call('HSET', KEYS[4], 'u', ARGV[4])
+redis.call('HSET', KEYS[8], 'a', ARGV[4])
+redis.call('ZADD', KEYS[5], ARGV[3], ARGV[5])
+redis.call('ZADD', KEYS[6], ARGV[3], ARGV[5])
+return 0`;
+
+export const APPEND_SCRIPT_PROBE = "EVALSHA (an append's 8 commands)";
+
+/** The keys of the raw append, in the store's order (session, log, ids, user, indexes, expiry, app), in one slot. */
+const APPEND_KEYS = ['s', 'e', 'i', 'u', 'l', 'm', 'x', 'a'].map((part) => `bench:raw:{a}:${part}`);
+
+/** About the JSON size of the bench's events. */
+const ENTRY = `1700000000000 "e"\n${JSON.stringify({ author: 'agent', content: { parts: [{ text: 'x'.repeat(300) }] } })}`;
+
 export const redisBackend: BackendSpec<RedisBackend> = {
   id: 'redis',
   label: 'Redis',
@@ -41,6 +67,8 @@ export const redisBackend: BackendSpec<RedisBackend> = {
       const info = String(await client.info('server'));
       const version = /redis_version:(\S+)/.exec(info)?.[1] ?? '?';
       const sha = String(await client.script('LOAD', RAW_SCRIPT));
+      const appendSha = String(await client.script('LOAD', APPEND_SCRIPT));
+      let appended = 0;
       let clusterState: RedisBackend['cluster'];
       try {
         // Started now, so that the bench pins it with the other servers.
@@ -55,6 +83,22 @@ export const redisBackend: BackendSpec<RedisBackend> = {
         {
           name: RAW_SCRIPT_PROBE,
           run: () => client.evalsha(sha, 3, 'bench:raw:h{r}', 'bench:raw:s{r}', 'bench:raw:z{r}', 'x', '1'),
+        },
+        {
+          name: APPEND_SCRIPT_PROBE,
+          run: () => {
+            const id = String(++appended);
+            return client.evalsha(
+              appendSha,
+              APPEND_KEYS.length,
+              ...APPEND_KEYS,
+              ENTRY,
+              id,
+              String(Date.now()),
+              id,
+              'm',
+            );
+          },
         },
       ];
       const clusterNote =
