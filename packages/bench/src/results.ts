@@ -3,7 +3,6 @@
 import type { Placement } from './affinity.js';
 import type { ConversationResult } from './conversation.js';
 import type { Summary } from './stats.js';
-import type { TargetKind } from './targets/types.js';
 
 export interface Machine {
   cores: number;
@@ -12,6 +11,9 @@ export interface Machine {
   node: string;
   os: string;
 }
+
+/** `store`: an adk-state store. `peer`: one of `@google/adk`'s own session services. */
+export type TargetKind = 'store' | 'peer';
 
 export interface TargetInfo {
   id: string;

@@ -6,10 +6,7 @@
  */
 import type { BaseSessionService, Event } from '@google/adk';
 import type { BackendSpec, RunningBackend } from '../backends/types.js';
-import type { ClusterResult } from '../results.js';
-
-/** `store`: an adk-state store. `peer`: one of `@google/adk`'s own session services. */
-export type TargetKind = 'store' | 'peer';
+import type { ClusterResult, TargetKind } from '../results.js';
 
 /** Counts the requests that operations make to their backend. */
 export interface RoundTripCounter {
