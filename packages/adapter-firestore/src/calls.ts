@@ -44,6 +44,8 @@ export function attachDeadlines(firestore: object): boolean {
   const bounded: CreateCallOptions = function createCallOptions(this: unknown, methodName, ...rest) {
     const options = original.call(this, methodName, ...rest);
     const call = scope.getStore();
+    // Made once per RPC (its retries reuse the options): one request of the call, for its span.
+    if (call?.usage) call.usage.roundTrips++;
     if (!call || !Number.isFinite(call.deadline) || UNBOUNDED_METHODS.has(methodName)) return options;
     if (typeof options !== 'object' || options === null) return options;
     const timeLeft = () => Math.max(1, Math.ceil(call.deadline - Date.now()));
@@ -84,7 +86,17 @@ export function attachDeadlines(firestore: object): boolean {
  * the store stops at its next step, and the client rolls the transaction back.
  */
 export function withoutDeadline<T>(work: () => T): T {
-  return scope.exit(work);
+  const call = scope.getStore();
+  if (call?.usage === undefined) return scope.exit(work);
+  // Still requests of the call, counted for its span, but with no deadline.
+  const unbounded: StoreCall = {
+    get signal() {
+      return call.signal;
+    },
+    deadline: Number.POSITIVE_INFINITY,
+    usage: call.usage,
+  };
+  return scope.run(unbounded, work);
 }
 
 /** Runs `work` as part of `call`: the RPCs it sends carry the call's deadline. */
@@ -102,7 +114,9 @@ export class CallAbandoned extends Error {
 
 /** Throws {@link CallAbandoned} once the call's deadline has passed. */
 export function checkCall(call: StoreCall | undefined): void {
-  if (call?.signal.aborted || (call && Date.now() >= call.deadline)) throw new CallAbandoned();
+  if (call === undefined) return;
+  // The service's calls end at the deadline; only a caller's own may be stopped earlier, through the signal.
+  if (Date.now() >= call.deadline || (call.bounded !== true && call.signal.aborted)) throw new CallAbandoned();
 }
 
 /**

@@ -32,6 +32,8 @@ import {
   type AppendResult,
   assertPositiveNumber,
   type Bucket,
+  CONSISTENT_READ_ATTEMPTS,
+  ConsistentReadContention,
   type CreateInput,
   type CreateResult,
   compareSessions,
@@ -114,9 +116,6 @@ export const DEFAULT_TTL_FIELD = 'expireAt';
 
 /** Documents read and deleted per commit when removing events. */
 const DELETE_CHUNK = 300;
-
-/** How many times getSession reads before it gives up on finding one moment (only under constant writes). */
-const MAX_READ_ATTEMPTS = 8;
 
 /** How many times createSession clears leftover events and tries again before giving up. */
 const MAX_CREATE_ROUNDS = 5;
@@ -565,9 +564,7 @@ export class FirestoreStore implements SessionStore {
       checkCall(call);
       const listed = await this.#listAt(at, query, { matching, ordered, appRef, needed }, call);
       if (showsMoment(listed.read, at)) return listed.result;
-      if (attempt >= MAX_READ_ATTEMPTS) {
-        throw new Error(`could not list the sessions at one moment in ${attempt} attempts; try again`);
-      }
+      if (attempt >= CONSISTENT_READ_ATTEMPTS) throw new ConsistentReadContention('the sessions', attempt);
     }
   }
 
@@ -769,8 +766,8 @@ export class FirestoreStore implements SessionStore {
         ]),
       );
       if (showsMoment([...docs, ...events], at)) return { docs, events };
-      if (attempt >= MAX_READ_ATTEMPTS) {
-        throw new Error(`could not read a session and its events at one moment in ${attempt} attempts; try again`);
+      if (attempt >= CONSISTENT_READ_ATTEMPTS) {
+        throw new ConsistentReadContention('a session and its events', attempt);
       }
     }
   }

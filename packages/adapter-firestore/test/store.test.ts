@@ -487,3 +487,42 @@ describe('the last events by id', () => {
     expect(await recentIds(4)).toEqual(appended.slice(-4));
   });
 });
+
+describe('telemetry', () => {
+  it("a traced call counts its RPCs as round trips (its span's adk_state.round_trips)", async () => {
+    const sessions = service();
+    const key = { appName: `app-${randomUUID()}`, userId: 'u1', sessionId: 's1' };
+    const session = await sessions.createSession(key);
+    await sessions.appendEvent({ session, event: event({ a: 1, 'user:b': 1, 'app:c': 1 }) });
+    const traced = () => ({
+      signal: new AbortController().signal,
+      deadline: Date.now() + 30_000,
+      usage: { roundTrips: 0, bytes: 0 },
+    });
+    const read = traced();
+    const loaded = await sessions.store.loadSession(key, {}, read);
+    expect(loaded?.events).toHaveLength(1);
+    // The session, its buckets and its events, at one moment: a few RPCs, never none.
+    expect(read.usage.roundTrips).toBeGreaterThanOrEqual(1);
+    expect(read.usage.roundTrips).toBeLessThanOrEqual(4);
+    const list = traced();
+    await sessions.store.listSessions({ appName: key.appName, order: 'desc', offset: 0 }, list);
+    expect(list.usage.roundTrips).toBeGreaterThanOrEqual(1);
+    const write = traced();
+    const result = await sessions.store.appendEvent(
+      {
+        key,
+        expectedRevision: loaded?.session.revision ?? 0,
+        event: { id: 'e2', timestamp: clock + 1, json: JSON.stringify({ id: 'e2', timestamp: clock + 1 }) },
+        sessionDelta: new Map([['a', '2']]),
+        userDelta: new Map(),
+        appDelta: new Map(),
+        lastUpdateTime: clock + 1,
+      },
+      write,
+    );
+    expect(result.status).toBe('ok');
+    // A read-write transaction: at least its reads and its commit.
+    expect(write.usage.roundTrips).toBeGreaterThanOrEqual(2);
+  });
+});

@@ -179,6 +179,8 @@ class BulkWriteUnavailable extends Error {
 function callOptions(call: StoreCall | undefined): CallOptions {
   if (!call) return {};
   if (call.signal.aborted) throw new CallAbandoned();
+  // Made for one command each: the command the options go with is one request to the server.
+  if (call.usage) call.usage.roundTrips++;
   const left = call.deadline - Date.now();
   if (!Number.isFinite(left)) return { signal: call.signal };
   if (left <= 0) throw new CallAbandoned();
@@ -261,7 +263,7 @@ export class MongoStore implements SessionStore {
     };
     try {
       await this.ready();
-      callOptions(call);
+      if (call && (call.signal.aborted || Date.now() >= call.deadline)) throw new CallAbandoned();
     } catch (error) {
       throw notApplied(error);
     }
@@ -279,6 +281,7 @@ export class MongoStore implements SessionStore {
       attempt: for (;;) {
         let result: T;
         try {
+          // The options of the commit, the attempt's last command.
           const { maxTimeMS } = callOptions(call);
           session.startTransaction({
             readPreference: 'primary',

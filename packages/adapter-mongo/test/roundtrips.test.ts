@@ -192,6 +192,38 @@ describe.each(cases)('round trips per operation (%s)', (_label, makeClient, serv
     expect(finds[0]?.limit).toBe(3);
     expect(Object.fromEntries(finds[0]?.sort as Map<string, number>)).toEqual({ seq: -1 });
   });
+
+  it("a traced call's round trips (its span's adk_state.round_trips) are the commands it sent", async () => {
+    const appName = uniqueApp();
+    const key = { appName, userId: 'u1', sessionId: 's1' };
+    const session = await service.createSession(key);
+    await service.appendEvent({ session, event: event({ a: 1, 'user:b': 1, 'app:c': 1 }) });
+    const traced = () => ({
+      signal: new AbortController().signal,
+      deadline: Date.now() + 30_000,
+      usage: { roundTrips: 0, bytes: 0 },
+    });
+    const read = traced();
+    const readSent = await sent(() => service.store.loadSession(key, {}, read));
+    expect(read.usage.roundTrips).toBe(readSent.length);
+    const list = traced();
+    const listSent = await sent(() => service.store.listSessions({ appName, order: 'desc', offset: 0 }, list));
+    expect(list.usage.roundTrips).toBe(listSent.length);
+    const loaded = await service.store.loadSession(key, {}, traced());
+    const write = traced();
+    const input = {
+      key,
+      expectedRevision: loaded?.session.revision ?? 0,
+      event: { id: 'e2', timestamp: 2_000, json: JSON.stringify({ id: 'e2', timestamp: 2_000 }) },
+      sessionDelta: new Map([['a', '2']]),
+      userDelta: new Map([['b', '2']]),
+      appDelta: new Map([['c', '2']]),
+      lastUpdateTime: 2_000,
+    };
+    const writeSent = await sent(() => service.store.appendEvent(input, write));
+    expect(writeSent.length).toBeGreaterThan(0);
+    expect(write.usage.roundTrips).toBe(writeSent.length);
+  });
 });
 
 describe.skipIf(!usingStandIn())('a server that reports MongoDB 8 but refuses bulkWrite', () => {

@@ -15,9 +15,8 @@ import { DEFAULT_DRAIN_MS, DEFAULT_OUTBOX_KEEP_MS, RedisStore } from './store.js
 
 export { listAppNames } from './apps.js';
 export type { ReplicaWait } from './connection.js';
-export { appTag, decodeText, encodeText, sessionKeys, shardOf } from './keys.js';
 export type { RedisStoreWarning } from './outbox.js';
-export { DEFAULT_DRAIN_MS, DEFAULT_OUTBOX_KEEP_MS, RedisLayoutError, RedisStore, SCRIPT_SHAS } from './store.js';
+export { DEFAULT_DRAIN_MS, DEFAULT_OUTBOX_KEEP_MS, RedisLayoutError, RedisStore } from './store.js';
 
 /**
  * The Redis class. At run time `default` is the class in every ioredis 5.x and

@@ -16,8 +16,9 @@ import { startProxy } from '@adk-state/test-servers/proxy';
 import type { Session } from '@google/adk';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { RedisSessionService, type RedisStoreWarning, SCRIPT_SHAS } from '../src/index.js';
+import { RedisSessionService, type RedisStoreWarning } from '../src/index.js';
 import { appKeys, FIELD, PART, sessionKeys } from '../src/keys.js';
+import { SCRIPT_SHAS } from '../src/store.js';
 import { outboxServices, testEvent } from './support/index.js';
 
 const keyPrefix = `${inject('testPrefix')}-${randomUUID().slice(0, 8)}:`;

@@ -7,7 +7,8 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RedisSessionService, SCRIPT_SHAS } from '../src/index.js';
+import { RedisSessionService } from '../src/index.js';
+import { SCRIPT_SHAS } from '../src/store.js';
 import {
   countCommands,
   countRoundTrips,

@@ -8,7 +8,8 @@ import { randomUUID } from 'node:crypto';
 import type { Session } from '@google/adk';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { RedisSessionService, SCRIPT_SHAS } from '../src/index.js';
+import { RedisSessionService } from '../src/index.js';
+import { SCRIPT_SHAS } from '../src/store.js';
 import { testEvent } from './support/index.js';
 
 /** A client that records how many log entries each session read brought back. */

@@ -6,7 +6,7 @@
 import { RedisSessionService } from '@adk-state/adapter-redis';
 import { type RedisServer, startRedisServer } from '@adk-state/test-servers/redis';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { createProgram, EXIT_CODES } from '../src/index.js';
+import { createProgram, EXIT_CODES } from '../src/program.js';
 
 describe('createProgram with an io of its own', () => {
   let redis: RedisServer;

@@ -5,14 +5,9 @@ import { RedisSessionService } from '@adk-state/adapter-redis';
 import { InvalidArgumentError, isAdkStateError } from '@adk-state/core';
 import { freePort, type RedisServer, startRedisServer } from '@adk-state/test-servers/redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  clusterNodes,
-  firestoreLocation,
-  MissingPackageError,
-  redactUri,
-  sessionServiceFromUri,
-} from '../src/index.js';
+import { MissingPackageError, redactUri, sessionServiceFromUri } from '../src/index.js';
 import { loadOptional } from '../src/packages.js';
+import { clusterNodes, firestoreLocation } from '../src/uri.js';
 
 async function rejection(promise: Promise<unknown>): Promise<Error> {
   try {

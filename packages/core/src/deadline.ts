@@ -110,8 +110,10 @@ export class Deadline implements StoreCall {
   readonly #queue: DeadlineQueue | undefined;
   #controller: AbortController | undefined;
   #expired = false;
-  /** The rejections of the steps running now (nearly always one), called when the deadline passes. */
-  #waiting: Set<() => void> | undefined;
+  /** The rejection of the step running now, called when the deadline passes. */
+  #waiting: (() => void) | undefined;
+  /** Those of further steps running at the same time (rare: a store's steps nearly always run one by one). */
+  #moreWaiting: Set<() => void> | undefined;
 
   constructor(timeoutMs: number) {
     this.#timeoutMs = timeoutMs;
@@ -135,9 +137,12 @@ export class Deadline implements StoreCall {
   expire(): void {
     this.#expired = true;
     this.#controller?.abort();
-    const waiting = this.#waiting;
+    const first = this.#waiting;
+    const more = this.#moreWaiting;
     this.#waiting = undefined;
-    if (waiting) for (const reject of waiting) reject();
+    this.#moreWaiting = undefined;
+    first?.();
+    if (more) for (const reject of more) reject();
   }
 
   /**
@@ -161,19 +166,32 @@ export class Deadline implements StoreCall {
     }
     return new Promise<T>((resolve, reject) => {
       const expire = () => reject(new DeadlineExceeded(this.#timeoutMs, true));
-      if (!this.#waiting) this.#waiting = new Set();
-      this.#waiting.add(expire);
+      this.#wait(expire);
       pending.then(
         (value) => {
-          this.#waiting?.delete(expire);
+          this.#stopWaiting(expire);
           resolve(value);
         },
         (error: unknown) => {
-          this.#waiting?.delete(expire);
+          this.#stopWaiting(expire);
           reject(error);
         },
       );
     });
+  }
+
+  #wait(expire: () => void): void {
+    if (this.#waiting === undefined) {
+      this.#waiting = expire;
+      return;
+    }
+    this.#moreWaiting ??= new Set();
+    this.#moreWaiting.add(expire);
+  }
+
+  #stopWaiting(expire: () => void): void {
+    if (this.#waiting === expire) this.#waiting = undefined;
+    else this.#moreWaiting?.delete(expire);
   }
 
   /** The same deadline for one traced step, with the step's usage record. */

@@ -6,7 +6,7 @@
  * @packageDocumentation
  */
 
-export { decodeEvent, type EventFilter, encodeEvent, type StoredEvent, selectEvents } from './events.js';
+export { type EventFilter, encodeEvent, type StoredEvent, selectEvents } from './events.js';
 export { compareSessions, type ListQuery, utf16OrderKey } from './listing.js';
 export {
   assertPositiveNumber,
@@ -18,16 +18,7 @@ export {
   type NumberLimits,
 } from './options.js';
 export type { SessionKey } from './requests.js';
-export {
-  APP_PREFIX,
-  type Bucket,
-  mergeInto,
-  type ScopedWrites,
-  scopeOf,
-  splitState,
-  TEMP_PREFIX,
-  USER_PREFIX,
-} from './scopes.js';
+export { type Bucket, mergeInto, type ScopedWrites, scopeOf, splitState } from './scopes.js';
 export type {
   AppendInput,
   AppendResult,
@@ -46,4 +37,3 @@ export type {
 } from './store.js';
 export { CONSISTENT_READ_ATTEMPTS, ConsistentReadContention } from './store.js';
 export type { StoreUsage } from './telemetry.js';
-export { assertJsonValue, decodeValue, encodeValue, findNonJson, type JsonProblem, type JsonRules } from './values.js';

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidArgumentError, MAX_VALUE_DEPTH, StateValueError } from '../src/index.js';
 import { combineState } from '../src/scopes.js';
-import { assertJsonValue, assertPositiveNumber, expiryOf, findNonJson, splitState } from '../src/store-kit.js';
-import { encodeChecked } from '../src/values.js';
+import { assertPositiveNumber, expiryOf, splitState } from '../src/store-kit.js';
+import { assertJsonValue, encodeChecked, findNonJson } from '../src/values.js';
 
 function rejection(value: unknown): { path: string; message: string } {
   try {

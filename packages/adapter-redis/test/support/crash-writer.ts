@@ -8,7 +8,8 @@
  *   node --import tsx test/support/crash-writer.ts <options as JSON>
  */
 import { Cluster, Redis } from 'ioredis';
-import { RedisSessionService, SCRIPT_SHAS } from '../../src/index.js';
+import { RedisSessionService } from '../../src/index.js';
+import { SCRIPT_SHAS } from '../../src/store.js';
 import { testEvent } from './events.js';
 
 interface Options {
