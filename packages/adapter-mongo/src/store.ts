@@ -1,22 +1,25 @@
 /**
- * The MongoDB store: each operation is one multi-document transaction with
- * as few commands as the layout allows. An append is a compare-and-set on
- * the session's revision (an update that matches only the expected revision
- * and also writes the session state), an upsert of the event document and,
- * when the delta has them, upserts of the user and app buckets, then the
+ * The MongoDB store: the SessionStore contract as MongoDB commands. Each
+ * operation is one multi-document transaction with as few commands as the
+ * layout allows, run by `runTransaction` of `transaction.ts` (which also
+ * carries the call's deadline to every command and says whether a failed
+ * write was applied).
+ *
+ * A write operation is a plan, a list of {@link Write}s handed to
+ * `#guardedWrite`, whose first write is the guard that decides whether the
+ * rest apply. An append's guard is a compare-and-set on the session's
+ * revision (an update that matches only the expected revision and also
+ * writes the session state), followed by an upsert of the event document
+ * and, when the delta has them, upserts of the user and app buckets, then the
  * commit. Where the server has MongoDB 8's `bulkWrite` command, all of the
  * writes go in that one command (2 round trips with the commit); otherwise
  * the session and bucket writes share one `update` command of the sessions
  * collection and the event its own (3). Concurrent writers of one session
  * meet on the session document: MongoDB lets exactly one of them write it.
- *
- * Every command carries the time left before the call's deadline as
- * `maxTimeMS` (and the call's abort signal, which driver 7 honours); a call
- * the service has given up on sends no further command and never commits.
  */
 
 import { randomUUID } from 'node:crypto';
-import { AdkStateError, BackendError } from '@adk-state/core';
+import { AdkStateError } from '@adk-state/core';
 import type {
   AppendInput,
   AppendResult,
@@ -41,7 +44,6 @@ import { utf16OrderKey } from '@adk-state/core/store';
 import type {
   AnyBulkWriteOperation,
   ClientBulkWriteModel,
-  ClientSession,
   Collection,
   Db,
   Document,
@@ -71,6 +73,14 @@ import {
   userBucketId,
 } from './layout.js';
 import { assertTransactions, hasBulkWriteCommand } from './topology.js';
+import {
+  BulkWriteUnavailable,
+  bulkWriteError,
+  callOptions,
+  notApplied,
+  runTransaction,
+  type TransactionScope,
+} from './transaction.js';
 
 export interface MongoStoreConfig {
   client: MongoClient;
@@ -94,21 +104,6 @@ export class SchemaVersionError extends AdkStateError {
   }
 }
 
-const MAX_TIME_MS_EXPIRED = 50;
-const WRITE_CONFLICT = 112;
-/**
- * How a server refuses a command it does not have (CommandNotFound,
- * CommandNotSupported) or does not run in a transaction
- * (OperationNotSupportedInTransaction): the store then stops using `bulkWrite`.
- */
-const UNSUPPORTED_COMMAND = new Set([59, 115, 263]);
-const TRANSIENT = 'TransientTransactionError';
-const UNKNOWN_COMMIT_RESULT = 'UnknownTransactionCommitResult';
-/** How long a transaction is retried when its call has no deadline (as the driver's `withTransaction`). */
-const RETRY_WINDOW_MS = 120_000;
-/** The store methods that write; their failures say whether they were applied. */
-const WRITES = new Set(['createSession', 'appendEvent', 'deleteSession', 'importSession']);
-
 type SessionHeadDoc = Pick<
   SessionDoc,
   '_id' | 'lastUpdateTime' | 'revision' | 'state' | 'schemaVersion' | 'expiresAt' | 'logMark'
@@ -124,25 +119,10 @@ const HEAD_PROJECTION = {
   logMark: 1,
 };
 
-/** What a command carries of its call: the time left (`maxTimeMS`) and the abort signal. */
-interface CallOptions {
-  maxTimeMS?: number;
-  signal?: AbortSignal;
-}
-
-/** The options of a transaction's next command. */
-interface StatementOptions extends CallOptions {
-  session: ClientSession;
-}
-
-/** What the work of one transaction gets. */
-interface TransactionScope {
-  session: ClientSession;
-  /** Options for the next command; throws once the call is abandoned, so no further command is sent. */
-  next(): StatementOptions;
-}
-
-/** One write of a transaction, to the sessions or the events collection. */
+/**
+ * One write of a transaction, to the sessions or the events collection. A
+ * write operation's plan is a list of them, its guard first (see `#guardedWrite`).
+ */
 type Write = { to: 'sessions' | 'events' } & (
   | { op: 'updateOne'; filter: Document; update: Document; upsert?: boolean }
   | { op: 'insertOne'; document: Document }
@@ -153,38 +133,6 @@ type Write = { to: 'sessions' | 'events' } & (
 interface WriteOutcome {
   n: number;
   upserted: boolean;
-}
-
-/** The service gave up on the call at its deadline; the store sends nothing more for it. */
-class CallAbandoned extends Error {
-  constructor() {
-    super('the call passed its deadline (timeoutMs) before this step');
-    this.name = 'CallAbandoned';
-  }
-}
-
-/** The server refused `bulkWrite`: the transaction runs again with a command per collection. */
-class BulkWriteUnavailable extends Error {
-  constructor() {
-    super('the server has no multi-collection bulkWrite command');
-    this.name = 'BulkWriteUnavailable';
-  }
-}
-
-/**
- * The options that pass a call's deadline on to the driver: `maxTimeMS`, the
- * time left, which the server enforces (both driver majors), and the abort
- * signal, which driver 7 uses to stop waiting for a server or a reply.
- */
-function callOptions(call: StoreCall | undefined): CallOptions {
-  if (!call) return {};
-  if (call.signal.aborted) throw new CallAbandoned();
-  // Made for one command each: the command the options go with is one request to the server.
-  if (call.usage) call.usage.roundTrips++;
-  const left = call.deadline - Date.now();
-  if (!Number.isFinite(left)) return { signal: call.signal };
-  if (left <= 0) throw new CallAbandoned();
-  return { maxTimeMS: Math.ceil(left), signal: call.signal };
 }
 
 export class MongoStore implements SessionStore {
@@ -244,91 +192,11 @@ export class MongoStore implements SessionStore {
   }
 
   /**
-   * Runs `work` in one transaction, retried as the driver's `withTransaction`
-   * retries (the whole transaction on a `TransientTransactionError`, the
-   * commit on an `UnknownTransactionCommitResult`) while the call has time
-   * left. MongoDB discards a transaction that was never committed, so a write
-   * that failed before its commit was sent throws a {@link BackendError} that
-   * says it was not applied; a failed or unanswered commit is thrown as it is,
-   * and the service reports that the write may have been applied.
-   */
-  async #transaction<T>(
-    operation: string,
-    call: StoreCall | undefined,
-    work: (scope: TransactionScope) => Promise<T>,
-  ): Promise<T> {
-    const notApplied = (error: unknown): unknown => {
-      if (!WRITES.has(operation) || error instanceof AdkStateError) return error;
-      return new BackendError(operation, error, { mayHaveApplied: false, timedOut: error instanceof CallAbandoned });
-    };
-    try {
-      await this.ready();
-      if (call && (call.signal.aborted || Date.now() >= call.deadline)) throw new CallAbandoned();
-    } catch (error) {
-      throw notApplied(error);
-    }
-    const until = Math.min(call?.deadline ?? Number.POSITIVE_INFINITY, Date.now() + RETRY_WINDOW_MS);
-    const timeLeft = () => Date.now() < until && !call?.signal.aborted;
-    let session = this.client.startSession();
-    const scope: TransactionScope = { session, next: () => ({ session: scope.session, ...callOptions(call) }) };
-    /** The next attempt runs on a fresh session, so that it never waits for the abort of the last one. */
-    const renew = () => {
-      void endSession(session);
-      session = this.client.startSession();
-      scope.session = session;
-    };
-    try {
-      attempt: for (;;) {
-        let result: T;
-        try {
-          // The options of the commit, the attempt's last command.
-          const { maxTimeMS } = callOptions(call);
-          session.startTransaction({
-            readPreference: 'primary',
-            ...(maxTimeMS !== undefined ? { maxCommitTimeMS: maxTimeMS } : {}),
-          });
-          result = await work(scope);
-        } catch (error) {
-          // Nothing of a refused bulkWrite was applied: the same work again, a command per collection.
-          if (error instanceof BulkWriteUnavailable || (hasLabel(error, TRANSIENT) && timeLeft())) {
-            renew();
-            continue;
-          }
-          throw notApplied(error);
-        }
-        if (!session.inTransaction()) return result; // the work aborted it: nothing to commit
-        if (call?.signal.aborted) throw notApplied(new CallAbandoned());
-        let commitUnknown = false;
-        for (;;) {
-          try {
-            await session.commitTransaction();
-            return result;
-          } catch (error) {
-            if (hasLabel(error, UNKNOWN_COMMIT_RESULT)) {
-              commitUnknown = true;
-              if ((error as { code?: unknown }).code !== MAX_TIME_MS_EXPIRED && timeLeft()) continue;
-              throw error;
-            }
-            // A commit refused as transient was not applied: the driver's withTransaction runs the whole transaction again.
-            if (hasLabel(error, TRANSIENT) && !commitUnknown) {
-              if (!timeLeft()) throw notApplied(error);
-              renew();
-              continue attempt;
-            }
-            throw error;
-          }
-        }
-      }
-    } finally {
-      await endSession(session);
-    }
-  }
-
-  /**
    * Sends `writes` in one `bulkWrite` command, in order, and returns what
    * each did. A server that turns out not to have the command (a
    * deployment still at feature compatibility 7.0) makes the store stop
-   * using it, and the transaction runs again without it.
+   * using it, and the transaction runs again without it
+   * ({@link BulkWriteUnavailable}).
    */
   async #bulk(writes: Write[], scope: TransactionScope): Promise<WriteOutcome[]> {
     const models = writes.map((write) => this.#clientModel(write));
@@ -336,11 +204,8 @@ export class MongoStore implements SessionStore {
     try {
       result = await this.client.bulkWrite(models, { ...scope.next(), ordered: true, verboseResults: true });
     } catch (failure) {
-      const error = bulkWriteCause(failure);
-      if (UNSUPPORTED_COMMAND.has((error as { code?: unknown } | null)?.code as number)) {
-        this.#bulkWrite = false;
-        throw new BulkWriteUnavailable();
-      }
+      const error = bulkWriteError(failure);
+      if (error instanceof BulkWriteUnavailable) this.#bulkWrite = false;
       throw error;
     }
     return writes.map((write, index): WriteOutcome => {
@@ -379,6 +244,40 @@ export class MongoStore implements SessionStore {
     const collection = writes[0]?.to === 'events' ? this.#events : this.#sessions;
     const models = writes.map(collectionModel);
     return collection.bulkWrite(models, { ...scope.next(), ordered: true });
+  }
+
+  /**
+   * Sends a write plan, its guard first, and returns whether the guard
+   * passed: whether it created its document (`created`: a new head) or
+   * matched or removed exactly one (`matched`: the revision check, a removed
+   * head). With `bulkWrite` (when the store uses it, unless `bulkWrite` is
+   * false) every write goes in that one command, an insert as an upsert of
+   * its fields: it is
+   * sent before the guard's outcome is known, and where the guard fails it
+   * must meet no duplicate key before the abort. Without it, one command per
+   * collection and kind of write, in the order of their first write: the
+   * first holds the guard (its other writes are upserts of one document
+   * each), and the others are sent only if the guard passed.
+   */
+  async #guardedWrite(
+    scope: TransactionScope,
+    passes: 'created' | 'matched',
+    plan: Write[],
+    bulkWrite = true,
+  ): Promise<boolean> {
+    if (this.#bulkWrite && bulkWrite) {
+      const [guard] = await this.#bulk(plan.map(asUpsert), scope);
+      return passes === 'created' ? guard?.upserted === true : guard?.n === 1;
+    }
+    const [first = [], ...rest] = commandsOf(plan);
+    const result = await this.#collectionBulk(first, scope);
+    // Every other write of the guard's command matches or creates exactly one document: what is left is the guard's own.
+    const passed =
+      passes === 'created'
+        ? result.upsertedIds[0] !== undefined
+        : result.matchedCount + result.upsertedCount + result.deletedCount - (first.length - 1) === 1;
+    if (passed) for (const command of rest) await this.#collectionBulk(command, scope);
+    return passed;
   }
 
   /** The upserts of the user and app buckets that merge the deltas (none for an empty delta). */
@@ -446,19 +345,28 @@ export class MongoStore implements SessionStore {
   }
 
   /**
-   * Creates a session with `create` (one transaction that resolves undefined
-   * when the key exists); an expired session the TTL monitor has not removed
+   * Creates a session in one transaction: sends `plan`, whose guard is the
+   * new head (see {@link #createHead}), and once the head was created
+   * resolves what `created` returns; where the key is stored it aborts and
+   * resolves undefined. An expired session the TTL monitor has not removed
    * yet does not hold its key, so it is removed and the creation tried again.
    */
   async #createUnlessExists<T>(
-    operation: string,
+    operation: 'createSession' | 'importSession',
     key: SessionKey,
     call: StoreCall | undefined,
-    create: () => Promise<T | undefined>,
+    plan: { writes: Write[]; bulkWrite?: boolean },
+    created: (scope: TransactionScope) => Promise<T>,
   ): Promise<T | undefined> {
+    const create = () =>
+      runTransaction(this, operation, call, async (scope): Promise<T | undefined> => {
+        if (await this.#guardedWrite(scope, 'created', plan.writes, plan.bulkWrite)) return created(scope);
+        await scope.session.abortTransaction();
+        return undefined;
+      });
     for (let attempt = 0; ; attempt++) {
-      const created = await create();
-      if (created !== undefined) return created;
+      const result = await create();
+      if (result !== undefined) return result;
       if (attempt > 0 || !(await this.#removeExpired(operation, key, call))) return undefined;
     }
   }
@@ -470,24 +378,21 @@ export class MongoStore implements SessionStore {
       revision: input.revision,
       state: toStateFields(input.state),
     });
-    const sessionWrites = [head, ...this.#bucketWrites(appName, userId, input.userDelta, input.appDelta)];
     const strays = this.#strays(input.key);
-    const created = await this.#createUnlessExists('createSession', input.key, call, () =>
-      this.#transaction('createSession', call, async (scope): Promise<CreateResult | undefined> => {
-        let fresh: boolean;
-        if (this.#bulkWrite && strays.length > 0) {
-          fresh = (await this.#bulk([...sessionWrites, ...strays], scope))[0]?.upserted === true;
-        } else {
-          fresh = (await this.#collectionBulk(sessionWrites, scope)).upsertedIds[0] !== undefined;
-          if (fresh && strays.length > 0) await this.#collectionBulk(strays, scope);
-        }
-        if (!fresh) {
-          await scope.session.abortTransaction();
-          return undefined;
-        }
+    const plan = {
+      writes: [head, ...this.#bucketWrites(appName, userId, input.userDelta, input.appDelta), ...strays],
+      // Session writes alone are one `update` command: bulkWrite would save no round trip.
+      bulkWrite: strays.length > 0,
+    };
+    const created = await this.#createUnlessExists(
+      'createSession',
+      input.key,
+      call,
+      plan,
+      async (scope): Promise<CreateResult> => {
         const buckets = await this.#readBuckets(appName, [userBucketId(appName, userId)], scope);
         return { status: 'created', userState: buckets.users.get(userId) ?? new Map(), appState: buckets.app };
-      }),
+      },
     );
     return created ?? { status: 'exists' };
   }
@@ -516,38 +421,31 @@ export class MongoStore implements SessionStore {
       revision: input.revision,
       state: toStateFields(input.state),
     });
-    const sessionWrites = [head, ...this.#bucketWrites(appName, userId, input.userDelta, input.appDelta)];
-    const strays = this.#strays(input.key);
     const expiry = this.#eventExpiry(this.#config.now());
-    const docs: EventDoc[] = events.map((event, index) => ({
-      _id: eventId(appName, userId, id, event.id),
-      seq: input.revision - events.length + index + 1,
-      rev: input.revision - events.length + index + 1,
-      timestamp: event.timestamp,
-      json: event.json,
-      ...expiry,
-      schemaVersion: SCHEMA_VERSION,
-    }));
-    const imported = await this.#createUnlessExists('importSession', input.key, call, () =>
-      this.#transaction('importSession', call, async (scope): Promise<ImportResult | undefined> => {
-        let fresh: boolean;
-        if (this.#bulkWrite) {
-          // Upserts, not inserts: were the key stored, its events must meet no duplicate key before the abort.
-          const upserts = docs.map(({ _id, ...fields }): Write => {
-            return { to: 'events', op: 'updateOne', filter: { _id }, update: { $set: fields }, upsert: true };
-          });
-          fresh = (await this.#bulk([...sessionWrites, ...strays, ...upserts], scope))[0]?.upserted === true;
-        } else {
-          fresh = (await this.#collectionBulk(sessionWrites, scope)).upsertedIds[0] !== undefined;
-          if (fresh && strays.length > 0) await this.#collectionBulk(strays, scope);
-          if (fresh && docs.length > 0) await this.#collectionBulk(docs.map(toInsert), scope);
-        }
-        if (!fresh) {
-          await scope.session.abortTransaction();
-          return undefined;
-        }
-        return { status: 'imported' };
-      }),
+    const inserts = events.map((event, index): Write => {
+      const doc: EventDoc = {
+        _id: eventId(appName, userId, id, event.id),
+        seq: input.revision - events.length + index + 1,
+        rev: input.revision - events.length + index + 1,
+        timestamp: event.timestamp,
+        json: event.json,
+        ...expiry,
+        schemaVersion: SCHEMA_VERSION,
+      };
+      return { to: 'events', op: 'insertOne', document: doc };
+    });
+    const writes = [
+      head,
+      ...this.#bucketWrites(appName, userId, input.userDelta, input.appDelta),
+      ...this.#strays(input.key),
+      ...inserts,
+    ];
+    const imported = await this.#createUnlessExists(
+      'importSession',
+      input.key,
+      call,
+      { writes },
+      async (): Promise<ImportResult> => ({ status: 'imported' }),
     );
     return imported ?? { status: 'exists' };
   }
@@ -565,10 +463,7 @@ export class MongoStore implements SessionStore {
       return removed.deletedCount === 1;
     } catch (error) {
       // At most an expired session, which no reader sees, was removed: the creation itself was not applied.
-      throw new BackendError(operation, error, {
-        mayHaveApplied: false,
-        timedOut: error instanceof CallAbandoned,
-      });
+      throw notApplied(operation, error);
     }
   }
 
@@ -593,7 +488,7 @@ export class MongoStore implements SessionStore {
 
   async loadSession(key: SessionKey, filter: EventFilter, call?: StoreCall): Promise<LoadResult | undefined> {
     const { appName, userId, sessionId: id } = key;
-    return this.#transaction('getSession', call, async (scope) => {
+    return runTransaction(this, 'getSession', call, async (scope) => {
       const read = await this.#readHead(key, scope);
       if (!read) return undefined;
       const events = await this.#readEvents(eventsOf(appName, userId, id), filter, scope);
@@ -609,7 +504,7 @@ export class MongoStore implements SessionStore {
    */
   async loadSessionSince(key: SessionKey, held: HeldSession, call?: StoreCall): Promise<SinceResult | undefined> {
     const { appName, userId, sessionId: id } = key;
-    return this.#transaction('getSession', call, async (scope) => {
+    return runTransaction(this, 'getSession', call, async (scope) => {
       const read = await this.#readHead(key, scope);
       if (!read) return undefined;
       const { head } = read;
@@ -717,7 +612,6 @@ export class MongoStore implements SessionStore {
         $set: { lastUpdateTime: input.lastUpdateTime, ...stateSets(input.sessionDelta) },
       },
     };
-    const buckets = this.#bucketWrites(appName, userId, input.userDelta, input.appDelta);
     const event: Write = {
       to: 'events',
       op: 'updateOne',
@@ -734,17 +628,9 @@ export class MongoStore implements SessionStore {
       },
       upsert: true,
     };
-    return this.#transaction('appendEvent', call, async (scope): Promise<AppendResult> => {
-      let passed: boolean;
-      if (this.#bulkWrite) {
-        passed = (await this.#bulk([check, event, ...buckets], scope))[0]?.n === 1;
-      } else {
-        const result = await this.#collectionBulk([check, ...buckets], scope);
-        // Every bucket upsert matches or creates exactly one document: what is left is the check's own match.
-        passed = result.matchedCount + result.upsertedCount - buckets.length === 1;
-        if (passed) await this.#collectionBulk([event], scope);
-      }
-      if (passed) return { status: 'ok' };
+    const plan = [check, event, ...this.#bucketWrites(appName, userId, input.userDelta, input.appDelta)];
+    return runTransaction(this, 'appendEvent', call, async (scope): Promise<AppendResult> => {
+      if (await this.#guardedWrite(scope, 'matched', plan)) return { status: 'ok' };
       const current = await this.#sessions.findOne(where({ _id: key }), {
         ...scope.next(),
         projection: { revision: 1, expiresAt: 1 },
@@ -762,15 +648,8 @@ export class MongoStore implements SessionStore {
       filter: { _id: sessionId(key.appName, key.userId, key.sessionId) },
     };
     const events: Write = { to: 'events', op: 'deleteMany', filter: eventsOf(key.appName, key.userId, key.sessionId) };
-    await this.#transaction('deleteSession', call, async (scope) => {
-      let removed: boolean;
-      if (this.#bulkWrite) {
-        removed = (await this.#bulk([head, events], scope))[0]?.n === 1;
-      } else {
-        removed = (await this.#collectionBulk([head], scope)).deletedCount === 1;
-        if (removed) await this.#collectionBulk([events], scope);
-      }
-      if (!removed) await scope.session.abortTransaction();
+    await runTransaction(this, 'deleteSession', call, async (scope) => {
+      if (!(await this.#guardedWrite(scope, 'matched', [head, events]))) await scope.session.abortTransaction();
     });
   }
 
@@ -781,7 +660,7 @@ export class MongoStore implements SessionStore {
     Object.assign(filter, SESSION_HEADS);
     // Expired sessions the TTL monitor has not removed yet are not listed.
     if (this.#config.expireAfterCreateSeconds !== undefined) filter.expiresAt = { $not: { $lte: new Date(now) } };
-    return this.#transaction('listSessions', call, async (scope) => {
+    return runTransaction(this, 'listSessions', call, async (scope) => {
       const [counted] = await this.#sessions
         .aggregate([{ $match: filter }, { $group: { _id: null, n: { $sum: 1 } } }], scope.next())
         .toArray();
@@ -852,55 +731,6 @@ export class MongoStore implements SessionStore {
 }
 
 /**
- * Ends a session. An abort still owed to the server (a transaction left
- * open by a failure) goes on in the background, so that the failure is
- * reported at once; the driver ignores its errors, and an unreachable server
- * drops the transaction at its lifetime limit.
- */
-async function endSession(session: ClientSession): Promise<void> {
-  const aborting = session.inTransaction();
-  const ending = session.endSession().catch(() => undefined);
-  if (!aborting) await ending;
-}
-
-/** Whether a driver error carries `label` (by duck typing: errors of both driver majors qualify). */
-function hasLabel(error: unknown, label: string): boolean {
-  const has = (error as { hasErrorLabel?: unknown } | null | undefined)?.hasErrorLabel;
-  return typeof has === 'function' && (has as (name: string) => boolean).call(error, label) === true;
-}
-
-/**
- * The error a failed `bulkWrite` stands for. The driver wraps the server's
- * error (with its code and labels, such as `TransientTransactionError` on a
- * write conflict) in a `MongoClientBulkWriteError` as its `cause`; a failed
- * operation reported in the command's results comes as the first of its
- * `writeErrors`, whose write conflict is as transient as any other.
- */
-function bulkWriteCause(error: unknown): unknown {
-  if (!(error instanceof Error) || error.name !== 'MongoClientBulkWriteError') return error;
-  if (error.cause !== undefined) return error.cause;
-  const writeErrors = (error as { writeErrors?: Map<number, { code: number; message: string }> }).writeErrors;
-  const first = writeErrors?.values().next().value;
-  return first ? new BulkWriteFailure(first.code, first.message, error) : error;
-}
-
-/** An operation of a `bulkWrite` failed: its code, and the driver's error as the cause. */
-class BulkWriteFailure extends Error {
-  readonly code: number;
-
-  constructor(code: number, message: string, cause: Error) {
-    super(message, { cause });
-    this.name = 'BulkWriteFailure';
-    this.code = code;
-  }
-
-  /** As MongoDB labels a write conflict inside a transaction. */
-  hasErrorLabel(label: string): boolean {
-    return label === TRANSIENT && this.code === WRITE_CONFLICT;
-  }
-}
-
-/**
  * A filter as the driver's typed API takes it: the layout's `_id`s are
  * documents of ids, which its types (made for ObjectId `_id`s) do not foresee.
  */
@@ -908,8 +738,23 @@ function where(filter: Document): Filter<Document> {
   return filter as Filter<Document>;
 }
 
-function toInsert(doc: EventDoc): Write {
-  return { to: 'events', op: 'insertOne', document: doc };
+/** A write as one `bulkWrite` command sends it: an insert as an upsert of its fields (see `#guardedWrite`). */
+function asUpsert(write: Write): Write {
+  if (write.op !== 'insertOne') return write;
+  const { _id, ...fields } = write.document;
+  return { to: write.to, op: 'updateOne', filter: { _id }, update: { $set: fields }, upsert: true };
+}
+
+/** `writes` as commands of `Collection.bulkWrite`: one per collection and kind of write, in the order of their first write. */
+function commandsOf(writes: Write[]): Write[][] {
+  const commands = new Map<string, Write[]>();
+  for (const write of writes) {
+    const kind = `${write.to}.${write.op === 'deleteMany' ? 'deleteOne' : write.op}`;
+    const command = commands.get(kind);
+    if (command) command.push(write);
+    else commands.set(kind, [write]);
+  }
+  return [...commands.values()];
 }
 
 /** One write as a model of `Collection.bulkWrite`. */
