@@ -3,20 +3,19 @@
  * One document per event, one commit per append, any string as an id or a
  * state key.
  */
-import { StateSessionService, type StateSessionServiceOptions } from '@adk-state/core';
-import { FirestoreStore, type FirestoreStoreOptions } from './store.js';
+import { StateSessionService } from '@adk-state/core';
+import type { FirestoreSessionServiceOptions } from './options.js';
+import { FirestoreStore } from './store.js';
 
 export { DocumentTooLargeError, MAX_DOCUMENT_BYTES } from './limits.js';
 export {
   DEFAULT_ROOT_COLLECTION,
   DEFAULT_TTL_FIELD,
-  FirestoreStore,
+  type FirestoreSessionServiceOptions,
   type FirestoreStoreOptions,
   MAX_SESSION_TTL_SECONDS,
-} from './store.js';
-
-/** Options of {@link FirestoreSessionService}: the store's and the service's. */
-export interface FirestoreSessionServiceOptions extends FirestoreStoreOptions, StateSessionServiceOptions {}
+} from './options.js';
+export { FirestoreStore } from './store.js';
 
 /** A drop-in `sessionService` for the `@google/adk` Runner that keeps sessions in Firestore. */
 export class FirestoreSessionService extends StateSessionService {

@@ -1,36 +1,44 @@
 /**
  * The Firestore store: the persistence contract of `@adk-state/core` in
- * Firestore documents (see `layout.ts`). It translates and nothing else:
+ * Firestore documents (see `layout.ts`). It translates and nothing else.
  *
- * - `appendEvent` is one read-write transaction (one commit): it reads the
- *   session head and the event's document, checks the revision, and writes
- *   the event, the head and the touched buckets together.
- * - `loadSession` reads the head and buckets (one batched get) and the
- *   events (one query) in parallel, and checks by read and update times that
- *   both come from one moment; if not, it re-reads the head at the events'
- *   read time. So a reader never sees part of an append.
- * - `deleteSession` deletes the head in one transaction (the session is gone
- *   from then on), then its events in chunks. Events of a deleted session
- *   that are still there (an interrupted delete, a TTL expiry) belong to an
- *   older incarnation: `createSession` removes them before it creates.
- * - `listSessions` reads the window with one query and everything else
- *   (total, buckets) at that query's read time, so the page shows one moment.
+ * Writes are read-write transactions (one commit each; see `#transaction`):
+ *
+ * - `createSession` reads the session and its buckets, refuses a session
+ *   that exists, and creates it with a new incarnation; events left by an
+ *   older session with this key (an interrupted delete, a TTL expiry) are
+ *   removed first, in transactions of their own.
+ * - `appendEvent` reads the session document and the event's, checks the
+ *   revision, and writes the event, the session (with the ids of its last
+ *   events, in `recent`) and the buckets together; the buckets are merged
+ *   blind, so no append locks another session's.
+ * - `deleteSession` deletes the session document in one transaction (the
+ *   session is gone from then on), then its events in batches of chunks.
+ *
+ * Reads see one moment (`#readAtOneMoment`): a plain anchor read fixes the
+ * moment (its read time), a read-only transaction reads everything at that
+ * time, and `showsMoment` checks that nothing read was written later; if
+ * something was, all is read again at a new moment, up to core's
+ * `CONSISTENT_READ_ATTEMPTS` times, then `ConsistentReadContention`. A load
+ * anchors on the session document, reads it with its buckets and events,
+ * and takes its last n events by the ids in `recent` (read as they are now,
+ * and at the moment only if one changed since); a listing anchors on the
+ * app's bucket and reads the page, the total and the buckets at its time.
  *
  * Every call carries its deadline to the client's RPCs (see `calls.ts`),
  * stops between steps once it has passed (a transaction never starts another
  * attempt, nor sends its commit, after it), waits for all of its parallel
  * reads before it fails, and says `mayHaveApplied: false` for a write whose
- * commit was never sent.
+ * commit was never sent. The options are checked in `options.ts`.
  *
  * The store never imports runtime values from `@google-cloud/firestore`, so
  * any copy of the client (for example the one inside `firebase-admin`) works.
  */
 import { randomUUID } from 'node:crypto';
-import { BackendError, InvalidArgumentError, isAdkStateError } from '@adk-state/core';
+import { BackendError, isAdkStateError } from '@adk-state/core';
 import {
   type AppendInput,
   type AppendResult,
-  assertPositiveNumber,
   type Bucket,
   CONSISTENT_READ_ATTEMPTS,
   ConsistentReadContention,
@@ -39,7 +47,6 @@ import {
   compareSessions,
   type EventFilter,
   type Expiry,
-  expiryOf,
   type HeldSession,
   type ListQuery,
   type ListResult,
@@ -64,7 +71,6 @@ import { ALREADY_EXISTS, attachDeadlines, checkCall, grpcCode, settleAll, withCa
 import { documentId, idOrder, mayBeCut, numberKey, readText, storeText } from './encoding.js';
 import {
   decodeState,
-  EVENTS,
   type EventDocument,
   encodeState,
   Layout,
@@ -74,45 +80,9 @@ import {
   type SessionRefs,
   type StoredState,
   statePaths,
-  USERS,
 } from './layout.js';
 import { assertDocumentFits } from './limits.js';
-
-/** Options of {@link FirestoreStore}. */
-export interface FirestoreStoreOptions {
-  /** A `Firestore` instance from `@google-cloud/firestore` (or `firebase-admin/firestore`). Never closed by the store. */
-  firestore: Firestore;
-  /**
-   * The collection that holds one document per app. Any collection path
-   * (`adk_state`, `tenants/t1/adk_state`) that does not run through this
-   * store's own subcollections (`adk_users`, `adk_sessions`, `adk_events`).
-   * Default `adk_state`.
-   */
-  rootCollection?: string;
-  /**
-   * Idle time to live, in seconds: every create and append stamps the session
-   * document with `now + expireAfterIdleSeconds` in {@link ttlField}, for a
-   * Firestore TTL policy, so a session expires once it has not been written
-   * for this long. Give at most one of this and `expireAfterCreateSeconds`.
-   */
-  expireAfterIdleSeconds?: number;
-  /**
-   * Time to live counted from creation, in seconds: `createSession` stamps the
-   * session document with `now + expireAfterCreateSeconds` in {@link ttlField}
-   * and appends leave it, so a session expires this long after it was
-   * created, however active. Give at most one of this and `expireAfterIdleSeconds`.
-   */
-  expireAfterCreateSeconds?: number;
-  /** The field that carries the expiry time. Default `expireAt`. */
-  ttlField?: string;
-  /** Attempts of a read-write transaction under contention. Default 10, at most 100. */
-  maxTransactionAttempts?: number;
-  /** The clock for expiry times. Default `Date.now`. */
-  now?: () => number;
-}
-
-export const DEFAULT_ROOT_COLLECTION = 'adk_state';
-export const DEFAULT_TTL_FIELD = 'expireAt';
+import { checkStoreOptions, type FirestoreStoreOptions } from './options.js';
 
 /** Documents read and deleted per commit when removing events. */
 const DELETE_CHUNK = 300;
@@ -123,72 +93,29 @@ const MAX_CREATE_ROUNDS = 5;
 /** The largest `limit` Firestore takes in a query (a signed 32-bit integer). */
 const MAX_QUERY_LIMIT = 2 ** 31 - 1;
 
-/**
- * The longest `expireAfterIdleSeconds` or `expireAfterCreateSeconds`: 1,000 years, so that the expiry time
- * stays far below the last instant a Firestore timestamp can hold (year 9999).
- */
-export const MAX_SESSION_TTL_SECONDS = 1_000 * 365.25 * 24 * 3_600;
-
-const MAX_TRANSACTION_ATTEMPTS = 100;
-
 /** What listing reads of a session document (not its `recent` ids). */
 const LISTED_FIELDS = ['appName', 'userId', 'id', 'idOrder', 'lastUpdateTime', 'lastUpdateKey', 'revision', 'state'];
-
-const RESERVED_FIELDS = new Set([
-  'appName',
-  'userId',
-  'userKey',
-  'id',
-  'idOrder',
-  'lastUpdateTime',
-  'lastUpdateKey',
-  'revision',
-  'eventCount',
-  'incarnation',
-  'state',
-]);
 
 /** The outcome of one createSession transaction. */
 type CreateAttempt = CreateResult | { status: 'leftovers' };
 
-/**
- * Checks a root collection path: an odd number of non-empty segments that
- * Firestore accepts as ids, none of them this store's own subcollection
- * names (a root inside another store's `adk_sessions`, say, would mix its
- * documents with that store's sessions).
- */
-function checkRootCollection(path: unknown): string {
-  if (typeof path !== 'string' || path === '') {
-    throw new InvalidArgumentError('rootCollection', `must be a non-empty collection path, got ${String(path)}`);
-  }
-  const segments = path.split('/');
-  if (segments.length % 2 === 0) {
-    throw new InvalidArgumentError(
-      'rootCollection',
-      `must name a collection (an odd number of segments, such as adk_state or tenants/t1/adk_state), got ${path}`,
-    );
-  }
-  for (const segment of segments) {
-    if (
-      segment === '' ||
-      segment === '.' ||
-      segment === '..' ||
-      /^__.*__$/.test(segment) ||
-      Buffer.byteLength(segment, 'utf8') > 1_500
-    ) {
-      throw new InvalidArgumentError(
-        'rootCollection',
-        `has a segment Firestore does not take as an id (empty, ".", "..", "__x__" or over 1,500 bytes): ${JSON.stringify(segment)}`,
-      );
-    }
-    if (segment === USERS || segment === SESSIONS || segment === EVENTS) {
-      throw new InvalidArgumentError(
-        'rootCollection',
-        `must not run through ${segment}, a collection of this store's own layout: the root would sit among another store's documents (${path})`,
-      );
-    }
-  }
-  return path;
+/** What the anchor read of a read at one moment found: the moment to read at, or the answer already. */
+type Anchor<T> = { at: Timestamp } | { answer: T };
+
+/** What a read at one moment found, and every document it read, which must show that moment. */
+interface AtMoment<T> {
+  answer: T;
+  read: DocumentSnapshot[];
+}
+
+/** A session document read at one moment with its buckets and the events of a query. */
+interface SessionRead {
+  head: SessionDocument;
+  /** The session document's read time: the moment. */
+  readTime: Timestamp;
+  user: DocumentSnapshot | undefined;
+  app: DocumentSnapshot | undefined;
+  events: QueryDocumentSnapshot[];
 }
 
 export class FirestoreStore implements SessionStore {
@@ -202,44 +129,15 @@ export class FirestoreStore implements SessionStore {
   readonly #now: () => number;
 
   constructor(options: FirestoreStoreOptions) {
-    if (typeof options !== 'object' || options === null || typeof options.firestore?.collection !== 'function') {
-      throw new InvalidArgumentError(
-        'firestore',
-        'FirestoreStore needs { firestore }: a Firestore instance from @google-cloud/firestore',
-      );
-    }
-    const {
-      expireAfterIdleSeconds,
-      expireAfterCreateSeconds,
-      ttlField = DEFAULT_TTL_FIELD,
-      maxTransactionAttempts = 10,
-      now = Date.now,
-    } = options;
-    const expiry = expiryOf({ expireAfterIdleSeconds, expireAfterCreateSeconds }, { max: MAX_SESSION_TTL_SECONDS });
-    if (
-      typeof ttlField !== 'string' ||
-      !/^[A-Za-z_][A-Za-z0-9_]*$/.test(ttlField) ||
-      RESERVED_FIELDS.has(ttlField) ||
-      ttlField.startsWith('__')
-    ) {
-      throw new InvalidArgumentError(
-        'ttlField',
-        `must be a plain field name that the store does not use itself, got ${String(ttlField)}`,
-      );
-    }
-    assertPositiveNumber('maxTransactionAttempts', maxTransactionAttempts, {
-      integer: true,
-      max: MAX_TRANSACTION_ATTEMPTS,
-    });
-    if (typeof now !== 'function') throw new InvalidArgumentError('now', `must be a function, got ${typeof now}`);
-    this.firestore = options.firestore;
-    this.rootCollection = checkRootCollection(options.rootCollection ?? DEFAULT_ROOT_COLLECTION);
-    this.#layout = new Layout(options.firestore, this.rootCollection);
-    this.#expiry = expiry;
-    this.#ttlField = ttlField;
-    this.#maxAttempts = maxTransactionAttempts;
-    this.#now = now;
-    attachDeadlines(options.firestore);
+    const settings = checkStoreOptions(options);
+    this.firestore = settings.firestore;
+    this.rootCollection = settings.rootCollection;
+    this.#layout = new Layout(settings.firestore, settings.rootCollection);
+    this.#expiry = settings.expiry;
+    this.#ttlField = settings.ttlField;
+    this.#maxAttempts = settings.maxTransactionAttempts;
+    this.#now = settings.now;
+    attachDeadlines(settings.firestore);
   }
 
   createSession(input: CreateInput, call?: StoreCall): Promise<CreateResult> {
@@ -359,36 +257,17 @@ export class FirestoreStore implements SessionStore {
     const refs = this.#layout.session(key);
     if (filter.limit !== undefined && filter.limit > 0) {
       // The last n events by their ids, kept in the session document: no query, whatever the history's length.
-      const read = await this.#readAtOneMoment([refs.session, refs.user, refs.app], undefined, call);
-      const [session, user, app] = read.docs;
-      if (!session?.exists) return undefined;
-      const head = session.data() as SessionDocument;
+      const read = await this.#readSession(refs, undefined, call);
+      if (!read) return undefined;
       checkCall(call);
-      const recent = await this.#recentEvents(refs, head, filter.limit, session.readTime);
-      if (recent) {
-        return {
-          session: toRecord(head),
-          userState: decodeState(user?.get('state')),
-          appState: decodeState(app?.get('state')),
-          events: selectStored(recent, filter, head.eventCount),
-          logMark: head.incarnation,
-        };
-      }
+      const recent = await this.#recentEvents(refs, read.head, filter.limit, read.readTime, call);
+      if (recent) return loaded(read, selectStored(recent, filter, read.head.eventCount));
       checkCall(call);
     }
-    const query = eventQuery(refs, filter);
-    const read = await this.#readAtOneMoment([refs.session, refs.user, refs.app], query, call);
-    const [session, user, app] = read.docs;
-    if (!session?.exists) return undefined;
-    const head = session.data() as SessionDocument;
+    const read = await this.#readSession(refs, eventQuery(refs, filter), call);
+    if (!read) return undefined;
     const stored = read.events.map((doc) => doc.data() as EventDocument);
-    return {
-      session: toRecord(head),
-      userState: decodeState(user?.get('state')),
-      appState: decodeState(app?.get('state')),
-      events: selectStored(stored, filter, head.eventCount),
-      logMark: head.incarnation,
-    };
+    return loaded(read, selectStored(stored, filter, read.head.eventCount));
   }
 
   /**
@@ -403,11 +282,9 @@ export class FirestoreStore implements SessionStore {
     call: StoreCall | undefined,
   ): Promise<SinceResult | undefined> {
     const refs = this.#layout.session(key);
-    const query = refs.events.where('revision', '>', held.revision);
-    const read = await this.#readAtOneMoment([refs.session, refs.user, refs.app], query, call);
-    const [session, user, app] = read.docs;
-    if (!session?.exists) return undefined;
-    const head = session.data() as SessionDocument;
+    const read = await this.#readSession(refs, refs.events.where('revision', '>', held.revision), call);
+    if (!read) return undefined;
+    const { head } = read;
     const written = read.events
       .map((doc) => doc.data() as EventDocument)
       .filter((event) => event.incarnation === head.incarnation)
@@ -422,18 +299,7 @@ export class FirestoreStore implements SessionStore {
       const whole = await this.#loadSession(key, {}, call);
       return whole && { ...whole, restart: true };
     }
-    return {
-      session: toRecord(head),
-      userState: decodeState(user?.get('state')),
-      appState: decodeState(app?.get('state')),
-      events: written.map((event) => ({
-        id: readText(event.id),
-        timestamp: event.timestamp,
-        json: readText(event.json),
-      })),
-      logMark: head.incarnation,
-      restart: false,
-    };
+    return { ...loaded(read, written.map(toStored)), restart: false };
   }
 
   async #appendEvent(input: AppendInput, call: StoreCall | undefined): Promise<AppendResult> {
@@ -445,16 +311,18 @@ export class FirestoreStore implements SessionStore {
     const newRevision = input.expectedRevision + 1;
     const eventId = storeText(input.event.id);
     const json = storeText(input.event.json);
-    const sizeProbe: EventDocument = {
+    // The event's document at position `seq` of the life `incarnation`. Measured before anything is read, with
+    // the largest position and an incarnation of the same length, so a document too large is refused at once.
+    const eventDocument = (seq: number, incarnation: string): EventDocument => ({
       id: eventId,
       timestamp: input.event.timestamp,
       timestampKey: numberKey(input.event.timestamp),
-      seq: Number.MAX_SAFE_INTEGER,
+      seq,
       revision: newRevision,
-      incarnation: randomUUID(),
+      incarnation,
       json,
-    };
-    assertDocumentFits('event', eventRef.path, { ...sizeProbe });
+    });
+    assertDocumentFits('event', eventRef.path, { ...eventDocument(Number.MAX_SAFE_INTEGER, randomUUID()) });
     const userIdentity = { appName: storeText(input.key.appName), userId: storeText(input.key.userId) };
     const appIdentity = { appName: userIdentity.appName };
     const bucketRefs: DocumentReference[] = [];
@@ -484,15 +352,6 @@ export class FirestoreStore implements SessionStore {
         return ownWrite ? { status: 'ok' } : { status: 'stale', revision: head.revision };
       }
       const seq = current ? current.seq : head.eventCount + 1;
-      const event: EventDocument = {
-        id: eventId,
-        timestamp: input.event.timestamp,
-        timestampKey: numberKey(input.event.timestamp),
-        seq,
-        revision: newRevision,
-        incarnation: head.incarnation,
-        json,
-      };
       const recent = current ? undefined : [...(head.recent ?? []), eventRef.id].slice(-RECENT_EVENTS);
       const headUpdate = {
         ...(recent ? { recent } : {}),
@@ -506,7 +365,7 @@ export class FirestoreStore implements SessionStore {
       };
       const merged = { ...head, ...headUpdate, state: { ...head.state, ...sessionDelta } };
       assertDocumentFits('state', refs.session.path, merged);
-      tx.set(eventRef, event);
+      tx.set(eventRef, eventDocument(seq, head.incarnation));
       tx.update(refs.session, { ...headUpdate, ...statePaths(sessionDelta) });
       let next = 0;
       if (Object.keys(userDelta).length > 0) {
@@ -553,19 +412,18 @@ export class FirestoreStore implements SessionStore {
     const appRef = this.#layout.app(query.appName);
     // How many sessions from the start the window needs; may be beyond what a query takes.
     const needed = query.limit === undefined ? undefined : query.offset + query.limit;
-
-    for (let attempt = 1; ; attempt++) {
-      if (attempt > 1) checkCall(call);
-      // Every read is made at one moment, the read time of a plain read of the app's bucket: a plain
-      // query reports a read time later than the moment it scanned (on an emulator), so the sessions
-      // and the buckets read beside them could show two halves of one append.
-      const [appNow] = await this.firestore.getAll(appRef);
-      const at = (appNow as DocumentSnapshot).readTime;
-      checkCall(call);
-      const listed = await this.#listAt(at, query, { matching, ordered, appRef, needed }, call);
-      if (showsMoment(listed.read, at)) return listed.result;
-      if (attempt >= CONSISTENT_READ_ATTEMPTS) throw new ConsistentReadContention('the sessions', attempt);
-    }
+    // Every read is made at one moment, the read time of a plain read of the app's bucket: a plain
+    // query reports a read time later than the moment it scanned (on an emulator), so the sessions
+    // and the buckets read beside them could show two halves of one append.
+    return this.#readAtOneMoment(
+      'the sessions',
+      call,
+      async () => ({ at: ((await this.firestore.getAll(appRef))[0] as DocumentSnapshot).readTime }),
+      async (at) => {
+        checkCall(call);
+        return this.#listAt(at, query, { matching, ordered, appRef, needed }, call);
+      },
+    );
   }
 
   /** One listing, every read at the time `at`; `read` holds every document it read, for `showsMoment`. */
@@ -574,7 +432,7 @@ export class FirestoreStore implements SessionStore {
     query: ListQuery,
     reads: { matching: Query; ordered: Query; appRef: DocumentReference; needed: number | undefined },
     call: StoreCall | undefined,
-  ): Promise<{ result: ListResult; read: DocumentSnapshot[] }> {
+  ): Promise<AtMoment<ListResult>> {
     const { matching, ordered, appRef, needed } = reads;
     const read: DocumentSnapshot[] = [];
     const heads = (docs: QueryDocumentSnapshot[]) => {
@@ -638,7 +496,7 @@ export class FirestoreStore implements SessionStore {
       userStates.set(userId, decodeState(users[index]?.get('state')));
     });
     return {
-      result: { totalItems: count, sessions: page, userStates, appState: decodeState(app?.get('state')) },
+      answer: { totalItems: count, sessions: page, userStates, appState: decodeState(app?.get('state')) },
       read,
     };
   }
@@ -719,16 +577,23 @@ export class FirestoreStore implements SessionStore {
     head: SessionDocument,
     n: number,
     at: Timestamp,
+    call: StoreCall | undefined,
   ): Promise<EventDocument[] | undefined> {
     const recent = head.recent;
     const count = Math.min(n, head.eventCount);
     if (!Array.isArray(recent) || recent.length < count) return undefined;
     if (count === 0) return [];
     const wanted = recent.slice(recent.length - count).map((id) => refs.events.doc(id));
-    let docs = await this.firestore.getAll(...wanted);
-    if (!docs.every((doc) => doc.exists && compareTimes(at, doc.updateTime) > 0)) {
-      docs = await this.#readAt(at, (tx) => tx.getAll(...wanted));
-    }
+    const docs = await this.#readAtOneMoment<DocumentSnapshot[]>(
+      'the last events',
+      call,
+      async () => {
+        const now = await this.firestore.getAll(...wanted);
+        return now.every((doc) => doc.exists) && showsMoment(now, at) ? { answer: now } : { at };
+      },
+      // The moment is the session's, read before: there is no other to read at, so this read is the answer.
+      async () => ({ answer: await this.#readAt(at, (tx) => tx.getAll(...wanted)), read: [] }),
+    );
     const first = head.eventCount - count + 1;
     const events = docs.map((doc) => (doc.exists ? (doc.data() as EventDocument) : undefined));
     const matches = events.every(
@@ -738,37 +603,65 @@ export class FirestoreStore implements SessionStore {
   }
 
   /**
-   * Documents (a session head first, then its buckets) and, when a query is
-   * given, its results, all as they were at one moment: a plain read of the
-   * head gives the moment (its read time), and a read-only read at that fixed
-   * time gives everything. Plain reads are not enough on an emulator: a
+   * The session document, its buckets and, when a query is given, its
+   * results, all as they were at one moment (undefined when there is no
+   * session then): the moment is the read time of a plain read of the
+   * session document. Plain reads alone are not enough on an emulator: a
    * batched get may show a commit document by document, and a query reports
    * a read time later than the moment it scanned, so an append that lands
-   * during the scan would be in the documents but not in the events. A server
-   * that ignores the read time is caught by `showsMoment`, and everything is
-   * read again at a new moment.
+   * during the scan would be in the documents but not in the events.
    */
-  async #readAtOneMoment(
-    refs: DocumentReference[],
+  #readSession(
+    refs: SessionRefs,
     query: Query | undefined,
     call: StoreCall | undefined,
-  ): Promise<{ docs: DocumentSnapshot[]; events: QueryDocumentSnapshot[] }> {
+  ): Promise<SessionRead | undefined> {
+    return this.#readAtOneMoment<SessionRead | undefined>(
+      'a session and its events',
+      call,
+      async () => {
+        const [head] = await this.firestore.getAll(refs.session);
+        return head?.exists ? { at: head.readTime } : { answer: undefined };
+      },
+      async (at) => {
+        checkCall(call);
+        const [docs, events] = await this.#readAt(at, (tx) =>
+          settleAll<[DocumentSnapshot[], QueryDocumentSnapshot[]]>([
+            tx.getAll(refs.session, refs.user, refs.app),
+            query ? tx.get(query).then((read) => read.docs) : Promise.resolve([]),
+          ]),
+        );
+        const [session, user, app] = docs;
+        const answer = session?.exists
+          ? { head: session.data() as SessionDocument, readTime: session.readTime, user, app, events }
+          : undefined;
+        return { answer, read: [...docs, ...events] };
+      },
+    );
+  }
+
+  /**
+   * Reads at one moment, as every read of more than one document does:
+   * `anchor` is a plain read whose read time is the moment (or which is the
+   * answer already), and `read` reads at that time (see `#readAt`). Its
+   * documents must show the moment (`showsMoment`): a server that ignores
+   * the read time shows later writes, and then everything is read again at
+   * a new moment, up to core's `CONSISTENT_READ_ATTEMPTS` times in all
+   * before {@link ConsistentReadContention}.
+   */
+  async #readAtOneMoment<T>(
+    what: string,
+    call: StoreCall | undefined,
+    anchor: () => Promise<Anchor<T>>,
+    read: (at: Timestamp) => Promise<AtMoment<T>>,
+  ): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       if (attempt > 1) checkCall(call);
-      const [head] = await this.firestore.getAll(refs[0] as DocumentReference);
-      if (!head?.exists) return { docs: head ? [head] : [], events: [] };
-      checkCall(call);
-      const at = head.readTime;
-      const [docs, events] = await this.#readAt(at, (tx) =>
-        settleAll<[DocumentSnapshot[], QueryDocumentSnapshot[]]>([
-          tx.getAll(...refs),
-          query ? tx.get(query).then((read) => read.docs) : Promise.resolve([]),
-        ]),
-      );
-      if (showsMoment([...docs, ...events], at)) return { docs, events };
-      if (attempt >= CONSISTENT_READ_ATTEMPTS) {
-        throw new ConsistentReadContention('a session and its events', attempt);
-      }
+      const found = await anchor();
+      if ('answer' in found) return found.answer;
+      const { answer, read: docs } = await read(found.at);
+      if (showsMoment(docs, found.at)) return answer;
+      if (attempt >= CONSISTENT_READ_ATTEMPTS) throw new ConsistentReadContention(what, attempt);
     }
   }
 
@@ -852,9 +745,22 @@ function selectStored(read: EventDocument[], filter: EventFilter, eventCount: nu
       start = index + 1;
     }
   }
-  return events
-    .slice(start)
-    .map((event) => ({ id: readText(event.id), timestamp: event.timestamp, json: readText(event.json) }));
+  return events.slice(start).map(toStored);
+}
+
+/** A load's answer: the session and its buckets as read, and the events chosen of them. */
+function loaded(read: SessionRead, events: StoredEvent[]): LoadResult {
+  return {
+    session: toRecord(read.head),
+    userState: decodeState(read.user?.get('state')),
+    appState: decodeState(read.app?.get('state')),
+    events,
+    logMark: read.head.incarnation,
+  };
+}
+
+function toStored(event: EventDocument): StoredEvent {
+  return { id: readText(event.id), timestamp: event.timestamp, json: readText(event.json) };
 }
 
 function toRecord(head: SessionDocument): SessionRecord {
