@@ -502,9 +502,10 @@ describe('telemetry', () => {
     const read = traced();
     const loaded = await sessions.store.loadSession(key, {}, read);
     expect(loaded?.events).toHaveLength(1);
-    // The session, its buckets and its events, at one moment: a few RPCs, never none.
+    // The session, its buckets and its events, at one moment: a few RPCs (3 with the
+    // current client, 5 with client 7.0.0), never none.
     expect(read.usage.roundTrips).toBeGreaterThanOrEqual(1);
-    expect(read.usage.roundTrips).toBeLessThanOrEqual(4);
+    expect(read.usage.roundTrips).toBeLessThanOrEqual(6);
     const list = traced();
     await sessions.store.listSessions({ appName: key.appName, order: 'desc', offset: 0 }, list);
     expect(list.usage.roundTrips).toBeGreaterThanOrEqual(1);
