@@ -8,7 +8,8 @@
 import type { Session } from '@google/adk';
 import { MongoClient } from 'mongodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { collectionNames, MongoSessionService, SchemaVersionError } from '../src/index.js';
+import { MongoSessionService, SchemaVersionError } from '../src/index.js';
+import { collectionNames } from '../src/layout.js';
 import { dropDatabase, event, mongoUrl, uniqueApp, uniqueDbName } from './support.js';
 
 const dbName = uniqueDbName('layout');

@@ -6,7 +6,8 @@
 import type { Session } from '@google/adk';
 import { MongoClient } from 'mongodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { collectionNames, EVENT_EXPIRY_GRACE_MS, MongoSessionService } from '../src/index.js';
+import { EVENT_EXPIRY_GRACE_MS, MongoSessionService } from '../src/index.js';
+import { collectionNames } from '../src/layout.js';
 import { dropDatabase, event, mongoUrl, uniqueApp, uniqueDbName, usingStandIn } from './support.js';
 
 const dbName = uniqueDbName('ttl');
