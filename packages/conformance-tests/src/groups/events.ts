@@ -1,5 +1,5 @@
 /** Event log: append order, exact fields, real ADK events, and the read filters. */
-import type { Event } from '@google/adk';
+import { createEvent, type Event } from '@google/adk';
 import { expect } from 'vitest';
 import { expectCode, type Group, ids, isAdkEvent, makeEvent, plain, put } from '../kit.js';
 
@@ -15,6 +15,30 @@ export const events: Group = {
       const loaded = await kit.reload(session);
       expect(ids(loaded)).toEqual(appended.map((event) => event.id));
       expect(loaded.events.map((event) => event.timestamp)).toEqual(stamps);
+    });
+
+    test('numRecentEvents takes the last events appended, whatever their timestamps', async (kit) => {
+      const { service, session } = await kit.fresh();
+      // As ADK's own tests append them: createEvent({ timestamp: 0 }) gets the current time.
+      for (let index = 0; index < 5; index++) {
+        await service.appendEvent({ session, event: createEvent({ timestamp: index }) });
+      }
+      const loaded = await kit.reload(session, { numRecentEvents: 2 });
+      expect(loaded.events.map((event) => event.timestamp)).toEqual([3, 4]);
+    });
+
+    test('a bare event (createEvent() with nothing, or only a timestamp) reads back equal to itself', async (kit) => {
+      const { service, session } = await kit.fresh();
+      const bare = createEvent();
+      const timed = createEvent({ timestamp: 1_234 });
+      await service.appendEvent({ session, event: bare });
+      await service.appendEvent({ session, event: timed });
+      const loaded = await kit.reload(session);
+      // Every enumerable field, the ADK event mark and the empty action maps included.
+      expect(loaded.events[0]).toEqual(bare);
+      expect(loaded.events[1]).toEqual(timed);
+      expect(loaded.events.every(isAdkEvent)).toBe(true);
+      expect(loaded.lastUpdateTime).toBe(1_234);
     });
 
     test('events are rebuilt as real ADK events with every field intact', async (kit) => {
@@ -109,7 +133,7 @@ export const events: Group = {
           'INVALID_ARGUMENT',
           'InvalidArgumentError',
         );
-        // In the words of ADK's own validation.
+        // A negative or fractional count has no meaning as a filter: refused, never guessed at.
         expect(error.message).toMatch(/greater than or equal to 0/);
       }
     });
@@ -148,7 +172,7 @@ export const events: Group = {
       const appended = [];
       for (const timestamp of [5_000, 1_000, 7_000, 8_000])
         appended.push((await put(service, session, {}, { timestamp })).id);
-      // Scanned back from the newest event, as ADK's own filter is, so the answer is always a tail of the log.
+      // Scanned back from the newest event, as ADK's InMemorySessionService scans, so the answer is always a tail of the log.
       const read = (afterTimestamp: number) => kit.reload(session, { afterTimestamp });
       expect(ids(await read(3_000))).toEqual(appended.slice(2));
       expect(ids(await read(6_000))).toEqual(appended.slice(2));

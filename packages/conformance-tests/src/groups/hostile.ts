@@ -1,8 +1,9 @@
 /** Hostile ids and keys: any string is an exact, opaque id that never reaches another key's data. */
 
 import { compareSessions } from '@adk-state/core/store';
+import { State } from '@google/adk';
 import { expect } from 'vitest';
-import { type Group, ids, plain, put } from '../kit.js';
+import { type Group, ids, plain, put, uniqueName } from '../kit.js';
 
 /**
  * Id fragments that break naive key encodings (separators, wildcards, hash
@@ -252,6 +253,51 @@ export const hostile: Group = {
       expect(Object.getOwnPropertyDescriptor(user, '__proto__')?.value).toBe('u-__proto__');
       expect(user['a.b']).toBe('u-a.b');
       expect(Object.getPrototypeOf(loaded.state)).toBe(Object.prototype);
+    });
+
+    test('an app or user named exactly __proto__, and __proto__ keys holding objects, reach no prototype', async (kit) => {
+      const service = await kit.service();
+      const fresh = () => ({}) as Record<string, unknown>;
+      // The app name is exactly __proto__ (shared by every run), so the session id is this test's own.
+      const sessionId = uniqueName('s');
+      await service.createSession({ appName: '__proto__', userId: 'polluted', sessionId, state: { polluted: true } });
+      expect(fresh().polluted).toBeUndefined();
+      expect((await service.getSession({ appName: '__proto__', userId: 'polluted', sessionId }))?.id).toBe(sessionId);
+      expect((await service.listSessions({ appName: uniqueName('polluted'), userId: 'polluted' })).sessions).toEqual(
+        [],
+      );
+      const listed = await service.listSessions({ appName: '__proto__', userId: 'polluted' });
+      expect(listed.sessions.map((each) => each.id)).toContain(sessionId);
+
+      const appName = kit.app();
+      const victim = await service.createSession({ appName, userId: '__proto__' });
+      const evil = { baseUrl: 'https://evil.test' };
+      await put(service, victim, { 'user:httpOptions': evil, 'user:__proto__': evil });
+      expect(fresh().httpOptions).toBeUndefined();
+      expect(fresh().baseUrl).toBeUndefined();
+      const sibling = await service.createSession({ appName, userId: '__proto__' });
+      expect(sibling.state['user:__proto__']).toEqual(evil);
+      expect(sibling.state['user:httpOptions']).toEqual(evil);
+
+      // JSON.parse makes __proto__ an own key: it is a state key like any other, in the state and in a delta.
+      const made = await service.createSession({
+        appName,
+        userId: 'u1',
+        state: JSON.parse('{"__proto__":{"isAdmin":true}}'),
+      });
+      const check = (state: Record<string, unknown>) => {
+        expect(Object.getOwnPropertyDescriptor(state, '__proto__')?.value).toEqual({ isAdmin: true });
+        expect(Object.getPrototypeOf(state)).toBe(Object.prototype);
+        expect(state.isAdmin).toBeUndefined();
+        expect(new State(state).get('isAdmin')).toBeUndefined();
+      };
+      check(made.state);
+      check((await kit.reload(made)).state);
+      const other = await service.createSession({ appName, userId: 'u1' });
+      await put(service, other, JSON.parse('{"__proto__":{"isAdmin":true}}'));
+      check(other.state);
+      check((await kit.reload(other)).state);
+      expect(fresh().isAdmin).toBeUndefined();
     });
   },
 };

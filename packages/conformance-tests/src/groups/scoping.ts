@@ -56,6 +56,15 @@ export const scoping: Group = {
       expect(await service.getUserState({ appName: kit.app(), userId: 'u1' })).toEqual({});
     });
 
+    test('a new session starts with the app state and its user state that earlier sessions wrote', async (kit) => {
+      const { service, session, appName } = await kit.fresh();
+      await put(service, session, { 'app:appKey': 'appValue', 'user:userKey': 'userValue', own: 1 });
+      const second = await service.createSession({ appName, userId: 'u1' });
+      expect(plain(second.state)).toEqual({ 'app:appKey': 'appValue', 'user:userKey': 'userValue' });
+      const otherUser = await service.createSession({ appName, userId: 'u2' });
+      expect(plain(otherUser.state)).toEqual({ 'app:appKey': 'appValue' });
+    });
+
     test('app state is shared by every session of every user of the app, and by no other app', async (kit) => {
       const { service, session: a, appName } = await kit.fresh({ label: 'app' });
       const sibling = `${appName}2`;
@@ -144,6 +153,26 @@ export const scoping: Group = {
       await put(service, session, third);
       await put(service, session, { x: 'by hand' });
       expect(plain((await kit.reload(session)).state)).toEqual({ x: 'by hand', 'user:x': 'third', 'app:x': 'third' });
+    });
+
+    test('an older context.state write appended first leaves the caller at the newer value, which its own event then stores', async (kit) => {
+      const { service, session } = await kit.fresh();
+      const early = {};
+      const late = {};
+      for (const [delta, value] of [
+        [early, 'early'],
+        [late, 'late'],
+      ] as const) {
+        const state = new State(session.state, delta);
+        for (const key of ['x', 'user:x', 'app:x']) state.set(key, value);
+      }
+      const expected = { x: 'late', 'user:x': 'late', 'app:x': 'late' };
+      // Sibling branches: the earlier write's event is appended first, as ADK's own test does it.
+      await put(service, session, early);
+      expect(plain(session.state)).toEqual(expected);
+      await put(service, session, late);
+      expect(plain(session.state)).toEqual(expected);
+      expect(plain((await kit.reload(session)).state)).toEqual(expected);
     });
   },
 };
