@@ -386,13 +386,10 @@ export const runtime: Group = {
       const { service, session, appName } = await kit.fresh({ userId: 'alice', sessionId: 's1' });
       const model = new ScriptedModel([]);
       const runner = runnerFor(appName, scriptedAgent({ name: 'nobody', model, instruction: 'x' }), service);
-      await expect(turn(runner, 'alice', 'missing', 'hello')).rejects.toThrow(
-        expect.objectContaining({ message: 'Session not found: missing' }),
-      );
+      // ADK's words, which name the session id (later ADK versions add the app and the user).
+      await expect(turn(runner, 'alice', 'missing', 'hello')).rejects.toThrow(/^Session not found\b.*\bmissing\b/);
       // Another user's session with the same id is not found either.
-      await expect(turn(runner, 'bob', 's1', 'hello')).rejects.toThrow(
-        expect.objectContaining({ message: 'Session not found: s1' }),
-      );
+      await expect(turn(runner, 'bob', 's1', 'hello')).rejects.toThrow(/^Session not found\b.*\bs1\b/);
       expect(model.requests).toEqual([]);
       expect(ids(await kit.reload(session))).toEqual([]);
     });
