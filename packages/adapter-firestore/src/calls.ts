@@ -19,7 +19,7 @@
  * and should finish even after the call has given up.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
-import type { StoreCall } from '@adk-state/core/store';
+import { callAbandoned, type StoreCall } from '@adk-state/core/store';
 
 const scope = new AsyncLocalStorage<StoreCall>();
 const attached = new WeakSet<object>();
@@ -112,11 +112,9 @@ export class CallAbandoned extends Error {
   }
 }
 
-/** Throws {@link CallAbandoned} once the call's deadline has passed. */
+/** Throws {@link CallAbandoned} once the call's deadline has passed (see core's `callAbandoned`). */
 export function checkCall(call: StoreCall | undefined): void {
-  if (call === undefined) return;
-  // The service's calls end at the deadline; only a caller's own may be stopped earlier, through the signal.
-  if (Date.now() >= call.deadline || (call.bounded !== true && call.signal.aborted)) throw new CallAbandoned();
+  if (callAbandoned(call)) throw new CallAbandoned();
 }
 
 /**

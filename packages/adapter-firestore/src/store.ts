@@ -44,6 +44,7 @@ import {
   ConsistentReadContention,
   type CreateInput,
   type CreateResult,
+  callAbandoned,
   compareSessions,
   type EventFilter,
   type Expiry,
@@ -391,7 +392,7 @@ export class FirestoreStore implements SessionStore {
     // call's deadline has passed, the rest stays for the next createSession of this key to remove.
     const ofThisSession = refs.events.where('incarnation', '==', incarnation).select().limit(DELETE_CHUNK);
     for (;;) {
-      if (isOver(call)) return;
+      if (callAbandoned(call)) return;
       const chunk = await ofThisSession.get();
       if (chunk.empty) return;
       const batch = this.firestore.batch();
@@ -419,10 +420,7 @@ export class FirestoreStore implements SessionStore {
       'the sessions',
       call,
       async () => ({ at: ((await this.firestore.getAll(appRef))[0] as DocumentSnapshot).readTime }),
-      async (at) => {
-        checkCall(call);
-        return this.#listAt(at, query, { matching, ordered, appRef, needed }, call);
-      },
+      (at) => this.#listAt(at, query, { matching, ordered, appRef, needed }, call),
     );
   }
 
@@ -624,7 +622,6 @@ export class FirestoreStore implements SessionStore {
         return head?.exists ? { at: head.readTime } : { answer: undefined };
       },
       async (at) => {
-        checkCall(call);
         const [docs, events] = await this.#readAt(at, (tx) =>
           settleAll<[DocumentSnapshot[], QueryDocumentSnapshot[]]>([
             tx.getAll(refs.session, refs.user, refs.app),
@@ -647,7 +644,8 @@ export class FirestoreStore implements SessionStore {
    * documents must show the moment (`showsMoment`): a server that ignores
    * the read time shows later writes, and then everything is read again at
    * a new moment, up to core's `CONSISTENT_READ_ATTEMPTS` times in all
-   * before {@link ConsistentReadContention}.
+   * before {@link ConsistentReadContention}. Each step begins only while the
+   * call has time left.
    */
   async #readAtOneMoment<T>(
     what: string,
@@ -659,6 +657,7 @@ export class FirestoreStore implements SessionStore {
       if (attempt > 1) checkCall(call);
       const found = await anchor();
       if ('answer' in found) return found.answer;
+      checkCall(call);
       const { answer, read: docs } = await read(found.at);
       if (showsMoment(docs, found.at)) return answer;
       if (attempt >= CONSISTENT_READ_ATTEMPTS) throw new ConsistentReadContention(what, attempt);
@@ -681,16 +680,6 @@ export class FirestoreStore implements SessionStore {
       });
       if (done) return;
     }
-  }
-}
-
-/** True once the call's deadline has passed. */
-function isOver(call: StoreCall | undefined): boolean {
-  try {
-    checkCall(call);
-    return false;
-  } catch {
-    return true;
   }
 }
 

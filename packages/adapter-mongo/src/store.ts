@@ -252,12 +252,12 @@ export class MongoStore implements SessionStore {
    * matched or removed exactly one (`matched`: the revision check, a removed
    * head). With `bulkWrite` (when the store uses it, unless `bulkWrite` is
    * false) every write goes in that one command, an insert as an upsert of
-   * its fields: it is
-   * sent before the guard's outcome is known, and where the guard fails it
-   * must meet no duplicate key before the abort. Without it, one command per
-   * collection and kind of write, in the order of their first write: the
-   * first holds the guard (its other writes are upserts of one document
-   * each), and the others are sent only if the guard passed.
+   * its fields: it is sent before the guard's outcome is known, and where the
+   * guard fails it must meet no duplicate key before the abort. Without it,
+   * one command per collection and server command (update, insert, delete),
+   * in the order of their first write: the first holds the guard (its other
+   * writes are upserts of one document each), and the others are sent only
+   * if the guard passed.
    */
   async #guardedWrite(
     scope: TransactionScope,
@@ -745,11 +745,19 @@ function asUpsert(write: Write): Write {
   return { to: write.to, op: 'updateOne', filter: { _id }, update: { $set: fields }, upsert: true };
 }
 
-/** `writes` as commands of `Collection.bulkWrite`: one per collection and kind of write, in the order of their first write. */
+/** The server command a write travels in: `Collection.bulkWrite` sends one per kind. */
+const SERVER_COMMAND: Record<Write['op'], string> = {
+  updateOne: 'update',
+  insertOne: 'insert',
+  deleteOne: 'delete',
+  deleteMany: 'delete',
+};
+
+/** `writes` as calls of `Collection.bulkWrite`: one per collection and server command, in the order of their first write. */
 function commandsOf(writes: Write[]): Write[][] {
   const commands = new Map<string, Write[]>();
   for (const write of writes) {
-    const kind = `${write.to}.${write.op === 'deleteMany' ? 'deleteOne' : write.op}`;
+    const kind = `${write.to}.${SERVER_COMMAND[write.op]}`;
     const command = commands.get(kind);
     if (command) command.push(write);
     else commands.set(kind, [write]);

@@ -17,7 +17,7 @@
  * so it may be sent once the connection is back).
  */
 import { BackendError } from '@adk-state/core';
-import type { StoreCall } from '@adk-state/core/store';
+import { callAbandoned, type StoreCall } from '@adk-state/core/store';
 
 /** The subset of an ioredis `Redis` or `Cluster` client (5.x or 6.x) that the store uses. */
 export interface CommandClient {
@@ -194,14 +194,14 @@ export class Connection {
    */
   async send(step: Step, command: string, args: Array<string | number>, wait?: ReplicaWait): Promise<unknown> {
     const { call } = step;
-    if (abandoned(call)) {
+    if (callAbandoned(call)) {
       throw new BackendError(step.operation, new CommandAbandoned(), { mayHaveApplied: false, timedOut: true });
     }
     if (this.#database) await untilAbandoned(this.#database, call).catch(() => {});
     if (this.#refused) {
       throw new BackendError(step.operation, this.#refused, { kind: 'unknown-database' });
     }
-    if (abandoned(call)) {
+    if (callAbandoned(call)) {
       throw new BackendError(step.operation, new CommandAbandoned(), { mayHaveApplied: false, timedOut: true });
     }
     if (this.#client.status === 'end') {
@@ -274,12 +274,6 @@ export class Connection {
     if (kind) return new BackendError(step.operation, cause, { kind });
     return new BackendError(step.operation, cause, { mayHaveApplied: step.write && !neverSent });
   }
-}
-
-/** Whether the call passed its deadline (or, for the store's own calls, was stopped): no new command for it. */
-function abandoned(call: StoreCall | undefined): boolean {
-  if (call === undefined) return false;
-  return Date.now() >= call.deadline || (call.bounded !== true && call.signal.aborted);
 }
 
 /**

@@ -774,8 +774,8 @@ function loaded(key: SessionKey, reply: LoadReply, appState: string[], since: bo
 }
 
 /**
- * The reply of {@link LOAD} (JSON text: one string to parse instead of a
- * reply element per field and event), with its empty lists as lists.
+ * The reply of {@link LOAD}: its head (the hashes and the restart flag, one
+ * JSON text) parsed, with its empty lists as lists, beside the log entries.
  */
 function loadReply([text, events]: [string, string[]], direct: boolean): LoadReply {
   const [session, user, app, restart] = JSON.parse(text) as [string[], string[], unknown, number];
@@ -788,6 +788,7 @@ function loadReply([text, events]: [string, string[]], direct: boolean): LoadRep
   ];
 }
 
+/** An outbox view of a JSON reply, its entries as a list. */
 function outboxView([last, floor, entries]: OutboxReply): OutboxReply {
   return [last, floor, listOf(entries)];
 }

@@ -35,5 +35,5 @@ export type {
   SinceResult,
   StoreCall,
 } from './store.js';
-export { CONSISTENT_READ_ATTEMPTS, ConsistentReadContention } from './store.js';
+export { CONSISTENT_READ_ATTEMPTS, ConsistentReadContention, callAbandoned } from './store.js';
 export type { StoreUsage } from './telemetry.js';

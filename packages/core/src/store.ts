@@ -168,6 +168,17 @@ export interface StoreCall {
 }
 
 /**
+ * Whether a store must begin no new step for `call`: its deadline has passed
+ * or, on a call that is not {@link StoreCall.bounded} (a store's own), its
+ * signal has aborted. The service's calls are judged by their deadline
+ * alone, so their `AbortController` is never made for this.
+ */
+export function callAbandoned(call: StoreCall | undefined): boolean {
+  if (call === undefined) return false;
+  return Date.now() >= call.deadline || (call.bounded !== true && call.signal.aborted);
+}
+
+/**
  * What a backend implements. Every method is atomic: it either happens whole
  * or not at all, and no reader ever sees part of it. A failure is thrown as
  * is (the service wraps it in a {@link BackendError} that says the write may
