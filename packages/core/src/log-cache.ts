@@ -1,30 +1,39 @@
 /**
  * The logs of recently read sessions, kept by one service so that reading a
  * session again asks the store only for what follows (see
- * `SessionStore.loadSessionSince`). It keeps the events as the store gave
- * them (JSON text): every read still decodes fresh events, so nothing a
- * caller gets is shared with another caller or with the cache.
+ * `SessionStore.loadSessionSince`). It keeps each event decoded once, as a
+ * master that is never handed out: every read gets its own deep copies
+ * (`copyEvent`), so nothing a caller gets is shared with another caller or
+ * with the cache, and a long log costs a copy per event instead of a parse.
  */
+import type { Event } from '@google/adk';
 import type { StoredEvent } from './events.js';
 
 /** One session's cached log. */
 export interface CachedLog {
   revision: number;
   logMark: string;
-  events: readonly StoredEvent[];
+  /** The decoded events, in append order; read-only masters, copied for each read. */
+  events: readonly Event[];
   /** What the entry costs, by {@link logBytes}. */
   bytes: number;
 }
 
-/** A fixed cost per cached event beside its text (the record, its id, the array slot). */
-const EVENT_OVERHEAD_BYTES = 96;
+/** A fixed cost per cached event beside its values (the event and actions objects, the array slot). */
+const EVENT_OVERHEAD_BYTES = 160;
+/**
+ * What a decoded event takes per UTF-16 unit of its JSON text: about 3.4
+ * bytes measured on a typical tool-call event (its objects, arrays and
+ * strings), rounded up.
+ */
+const DECODED_BYTES_PER_UNIT = 4;
 /** A fixed cost per entry (the key, the record, the map slot). */
 const ENTRY_OVERHEAD_BYTES = 256;
 
-/** About what `events` take in memory: two bytes per UTF-16 unit of their text and ids, and a fixed part each. */
+/** About what `events`, decoded, take in memory: a share of their JSON text's length, and a fixed part each. */
 export function logBytes(events: readonly StoredEvent[]): number {
   let bytes = ENTRY_OVERHEAD_BYTES;
-  for (const event of events) bytes += EVENT_OVERHEAD_BYTES + 2 * (event.json.length + event.id.length);
+  for (const event of events) bytes += EVENT_OVERHEAD_BYTES + DECODED_BYTES_PER_UNIT * event.json.length;
   return bytes;
 }
 

@@ -25,7 +25,7 @@ import {
   SessionNotFoundError,
   StaleSessionError,
 } from './errors.js';
-import { assertStorableEvent, decodeEvent, encodeEvent, takeTempEntries } from './events.js';
+import { assertStorableEvent, copyEvent, decodeEvent, encodeEvent, takeTempEntries } from './events.js';
 import { pageInfo, toListQuery } from './listing.js';
 import { type CachedLog, LogCache, logBytes } from './log-cache.js';
 import { assertPositiveNumber } from './options.js';
@@ -239,19 +239,25 @@ export class StateSessionService extends BaseSessionService {
   /**
    * The whole session, through the cache of recently read logs: a log held
    * is brought up to date with the events that follow it (or replaced, when
-   * the store says it is no longer a prefix of the stored one).
+   * the store says it is no longer a prefix of the stored one). The events
+   * come back decoded, as the cache's masters: the caller copies them.
    */
-  async #loadWhole(cache: LogCache, key: SessionKey, call: StoreCall): Promise<LoadResult | undefined> {
+  async #loadWhole(cache: LogCache, key: SessionKey, call: StoreCall): Promise<HeldLoad | LoadResult | undefined> {
     const cacheKey = logCacheKey(key);
     const held = cache.get(cacheKey);
     if (!held) {
       const loaded = await this.store.loadSession(key, {}, call);
-      if (loaded?.logMark !== undefined) {
-        const { revision } = loaded.session;
-        const entry = { revision, logMark: loaded.logMark, events: loaded.events, bytes: logBytes(loaded.events) };
-        keepNewer(cache, cacheKey, undefined, entry);
-      }
-      return loaded;
+      if (loaded?.logMark === undefined) return loaded;
+      const { session, userState, appState } = loaded;
+      const decoded = loaded.events.map(decodeEvent);
+      const entry = {
+        revision: session.revision,
+        logMark: loaded.logMark,
+        events: decoded,
+        bytes: logBytes(loaded.events),
+      };
+      keepNewer(cache, cacheKey, undefined, entry);
+      return { session, userState, appState, decoded };
     }
     const since = await (this.store.loadSessionSince as NonNullable<SessionStore['loadSessionSince']>).call(
       this.store,
@@ -263,13 +269,19 @@ export class StateSessionService extends BaseSessionService {
       if (cache.get(cacheKey) === held) cache.delete(cacheKey);
       return undefined;
     }
-    const events = since.restart ? since.events : held.events.concat(since.events);
+    const added = since.events.map(decodeEvent);
+    const decoded = since.restart ? added : held.events.concat(added);
     if (since.logMark === undefined) cache.delete(cacheKey);
     else {
-      const bytes = since.restart ? logBytes(events) : held.bytes + logBytes(since.events) - logBytes([]);
-      keepNewer(cache, cacheKey, held, { revision: since.session.revision, logMark: since.logMark, events, bytes });
+      const bytes = since.restart ? logBytes(since.events) : held.bytes + logBytes(since.events) - logBytes([]);
+      keepNewer(cache, cacheKey, held, {
+        revision: since.session.revision,
+        logMark: since.logMark,
+        events: decoded,
+        bytes,
+      });
     }
-    return { session: since.session, userState: since.userState, appState: since.appState, events };
+    return { session: since.session, userState: since.userState, appState: since.appState, decoded };
   }
 
   override async listSessions(request: ListSessionsRequest): Promise<ListSessionsResponse> {
@@ -498,9 +510,9 @@ export class StateSessionService extends BaseSessionService {
     await this.store.close?.();
   }
 
-  #toSession(loaded: LoadResult): Session {
+  #toSession(loaded: LoadResult | HeldLoad): Session {
     const session = this.#fromRecord(loaded.session, loaded.userState, loaded.appState);
-    session.events = loaded.events.map(decodeEvent);
+    session.events = 'decoded' in loaded ? loaded.decoded.map(copyEvent) : loaded.events.map(decodeEvent);
     return session;
   }
 
@@ -610,6 +622,11 @@ export class StateSessionService extends BaseSessionService {
 /** The cache key of a session: its three ids, unambiguously joined. */
 function logCacheKey(key: SessionKey): string {
   return JSON.stringify([key.appName, key.userId, key.sessionId]);
+}
+
+/** A whole read through the log cache: the head as the store gave it, the events as the cache's decoded masters. */
+interface HeldLoad extends Omit<LoadResult, 'events' | 'logMark'> {
+  decoded: readonly Event[];
 }
 
 /**

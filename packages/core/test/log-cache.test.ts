@@ -107,6 +107,46 @@ describe('the cache of recently read logs', () => {
     expect(calls.at(-1)?.held).toEqual({ revision: 100, logMark: 'life-2', events: 0 });
   });
 
+  it('every read through the cache gets its own events, equal to a fresh decode, whatever an earlier reader did to its copy', async () => {
+    const { store } = countingStore();
+    const cached = new StateSessionService(store);
+    const uncached = new StateSessionService(store, { logCacheBytes: 0 });
+    await cached.createSession(key);
+    const session = await cached.getSession(key);
+    if (!session) throw new Error('the session is stored');
+    const odd = JSON.parse('{"__proto__": {"deep": [1, {"x": null}]}, "n": 1.5}');
+    await cached.appendEvent({
+      session,
+      event: createEvent({
+        id: 'e1',
+        invocationId: 'i',
+        author: 'a',
+        content: { role: 'model', parts: [{ functionCall: { id: 'c1', name: 'tool', args: odd } }] },
+        actions: { stateDelta: { k: { list: [1, 2] } } },
+      }),
+    });
+    const first = await cached.getSession(key);
+    const fresh = await uncached.getSession(key);
+    expect(first?.events).toEqual(fresh?.events);
+    const [copy] = first?.events ?? [];
+    if (!copy) throw new Error('the event is read back');
+    // Marked as ADK marks its events (createEvent's symbol keys).
+    expect(Object.getOwnPropertySymbols(copy)).toEqual(Object.getOwnPropertySymbols(createEvent({})));
+    const args = copy.content?.parts?.[0]?.functionCall?.args as Record<string, unknown>;
+    expect(Object.keys(args)).toEqual(['__proto__', 'n']);
+    expect(Object.getPrototypeOf(args)).toBe(Object.prototype);
+    // Change the first read's event everywhere; the next reads do not see it.
+    (args.__proto__ as { deep: unknown[] }).deep.push('changed');
+    (copy.actions.stateDelta.k as { list: number[] }).list[0] = 99;
+    copy.actions.artifactDelta.added = 1;
+    copy.longRunningToolIds?.push('x');
+    for (const reader of [cached, cached]) {
+      const again = await reader.getSession(key);
+      expect(again?.events).toEqual(fresh?.events);
+      expect(again?.events[0]).not.toBe(copy);
+    }
+  });
+
   it('logCacheBytes: 0 never reads incrementally; a bad size is refused', async () => {
     const { store, calls } = countingStore();
     const service = new StateSessionService(store, { logCacheBytes: 0 });
@@ -123,7 +163,7 @@ describe('the cache of recently read logs', () => {
 
 describe('LogCache', () => {
   const log = (id: string, length: number): StoredEvent[] => [{ id, timestamp: 1, json: 'x'.repeat(length) }];
-  const entry = (events: StoredEvent[]) => ({ revision: 1, logMark: 'm', events, bytes: logBytes(events) });
+  const entry = (events: StoredEvent[]) => ({ revision: 1, logMark: 'm', events: [], bytes: logBytes(events) });
 
   it('keeps at most maxBytes, dropping the least recently used first, and never an entry larger than itself', () => {
     const size = logBytes(log('a', 100));
