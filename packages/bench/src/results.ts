@@ -2,6 +2,7 @@
 
 import type { Placement } from './affinity.js';
 import type { ConversationResult } from './conversation.js';
+import type { ClientCpuResult } from './redis-client-cpu.js';
 import type { Summary } from './stats.js';
 
 export interface Machine {
@@ -144,5 +145,7 @@ export interface Results {
   conversation?: Record<string, ConversationResult>;
   /** Workload 10, appendEvent on 10-event sessions (appends/s, by target id); absent in older results. */
   shortAppends?: Record<string, Summary>;
+  /** Workload 11, client CPU per operation beside the same round trips sent raw (by target id); absent in older results. */
+  clientCpu?: Record<string, ClientCpuResult>;
   checks: Check[];
 }

@@ -9,6 +9,7 @@ import { evaluateChecks } from './checks.js';
 import { describeMachine } from './machine.js';
 import type { BenchOptions } from './options.js';
 import { runAppends } from './phases/appends.js';
+import { measureClientCpu } from './phases/client-cpu.js';
 import { runClusters } from './phases/cluster.js';
 import { type BenchContext, createContext, type Log } from './phases/context.js';
 import { runConversations } from './phases/conversation.js';
@@ -47,6 +48,7 @@ export async function runBench(
     await measureHeap(context);
     await runShortAppends(context);
     await runConversations(context);
+    await measureClientCpu(context);
     return results(context, started);
   } finally {
     await closeTargets(context);
@@ -78,6 +80,7 @@ function results(context: BenchContext, started: number): Results {
     ...(Object.keys(context.clusters).length > 0 ? { clusters: context.clusters } : {}),
     ...(Object.keys(context.conversation).length > 0 ? { conversation: context.conversation } : {}),
     ...(Object.keys(context.shortAppends).length > 0 ? { shortAppends: context.shortAppends } : {}),
+    ...(Object.keys(context.clientCpu).length > 0 ? { clientCpu: context.clientCpu } : {}),
     checks: [],
   };
   results.checks = evaluateChecks(results);

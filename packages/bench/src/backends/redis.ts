@@ -36,7 +36,7 @@ export const RAW_SCRIPT_PROBE = 'EVALSHA (3 commands)';
  * with an entry of an event's size, sent with EVALSHA from the same client.
  * What is left between it and the store's append is the work of this process.
  */
-const APPEND_SCRIPT = `local meta = redis.call('HMGET', KEYS[1], 'r', 'n')
+export const APPEND_SCRIPT = `local meta = redis.call('HMGET', KEYS[1], 'r', 'n')
 local count = tonumber(meta[2] or '0')
 redis.call('HSETNX', KEYS[3], ARGV[2], count)
 redis.call('RPUSH', KEYS[2], ARGV[1])
@@ -50,10 +50,16 @@ return 0`;
 export const APPEND_SCRIPT_PROBE = "EVALSHA (an append's 8 commands)";
 
 /** The keys of the raw append, in the store's order (session, log, ids, user, indexes, expiry, app), in one slot. */
-const APPEND_KEYS = ['s', 'e', 'i', 'u', 'l', 'm', 'x', 'a'].map((part) => `bench:raw:{a}:${part}`);
+export const APPEND_KEYS = ['s', 'e', 'i', 'u', 'l', 'm', 'x', 'a'].map((part) => `bench:raw:{a}:${part}`);
 
 /** About the JSON size of the bench's events. */
 const ENTRY = `1700000000000 "e"\n${JSON.stringify({ author: 'agent', content: { parts: [{ text: 'x'.repeat(300) }] } })}`;
+
+/** The ARGV of the raw append's `count`-th call: the entry, a new event id, the time, a value, the index member. */
+export function appendScriptArguments(count: number): string[] {
+  const id = String(count);
+  return [ENTRY, id, String(Date.now()), id, 'm'];
+}
 
 export const redisBackend: BackendSpec<RedisBackend> = {
   id: 'redis',
@@ -86,19 +92,8 @@ export const redisBackend: BackendSpec<RedisBackend> = {
         },
         {
           name: APPEND_SCRIPT_PROBE,
-          run: () => {
-            const id = String(++appended);
-            return client.evalsha(
-              appendSha,
-              APPEND_KEYS.length,
-              ...APPEND_KEYS,
-              ENTRY,
-              id,
-              String(Date.now()),
-              id,
-              'm',
-            );
-          },
+          run: () =>
+            client.evalsha(appendSha, APPEND_KEYS.length, ...APPEND_KEYS, ...appendScriptArguments(++appended)),
         },
       ];
       const clusterNote =

@@ -9,6 +9,7 @@ import type { Placement } from '../affinity.js';
 import type { BackendSpec, RunningBackend } from '../backends/types.js';
 import type { ConversationResult } from '../conversation.js';
 import type { BenchOptions, BenchSizes } from '../options.js';
+import type { ClientCpuResult } from '../redis-client-cpu.js';
 import type {
   BackendInfo,
   ClusterResult,
@@ -67,6 +68,8 @@ export interface BenchContext {
   /** Workload 10: appends per second on 10-event sessions, by target id. */
   readonly shortAppends: Record<string, Summary>;
   readonly shortAppendErrors: Record<string, string>;
+  /** Workload 11: client CPU per operation beside raw round trips, by target id. */
+  readonly clientCpu: Record<string, ClientCpuResult>;
 }
 
 export function createContext(options: BenchOptions, log: Log): BenchContext {
@@ -88,6 +91,7 @@ export function createContext(options: BenchOptions, log: Log): BenchContext {
     conversation: {},
     shortAppends: {},
     shortAppendErrors: {},
+    clientCpu: {},
   };
 }
 

@@ -61,3 +61,36 @@ export function shortAppendLines(results: Results): string[] {
 
 export const SHORT_APPENDS_TITLE =
   '10. appendEvent on sessions that hold 10 events (5,000 sessions, --quick 1,000; one append each)';
+
+export const CLIENT_CPU_TITLE =
+  '11. client CPU per operation on the Redis store, beside the same round trips sent raw from the same process (µs of process CPU per call, median)';
+
+/** Workload 11's rows, one per operation of every target that measured it, or undefined when none did. */
+export function clientCpuTable(results: Results): { header: string[]; rows: string[][] } | undefined {
+  const figures = results.clientCpu;
+  if (!figures || Object.keys(figures).length === 0) return undefined;
+  const header = ['operation', 'store CPU µs', 'raw CPU µs', 'store ÷ raw', 'store ms', 'raw ms', 'raw side'];
+  const rows: string[][] = [];
+  for (const target of results.targets) {
+    const result = figures[target.id];
+    if (!result) continue;
+    if (result.error) {
+      rows.push([`${target.label}: failed: ${result.error}`, '', '', '', '', '', '']);
+      continue;
+    }
+    for (const row of result.rows) {
+      const store = row.storeCpuMicros.median;
+      const raw = row.rawCpuMicros.median;
+      rows.push([
+        row.operation,
+        store.toFixed(0),
+        raw.toFixed(0),
+        raw > 0 ? `${(store / raw).toFixed(2)}×` : '',
+        row.storeMs.median.toFixed(3),
+        row.rawMs.median.toFixed(3),
+        row.raw,
+      ]);
+    }
+  }
+  return { header, rows };
+}

@@ -7,7 +7,14 @@
 import { placementLine } from '../affinity.js';
 import { machineLine } from '../machine.js';
 import type { Results } from '../results.js';
-import { CONVERSATION_TITLE, conversationTable, SHORT_APPENDS_TITLE, shortAppendLines } from './conversation.js';
+import {
+  CLIENT_CPU_TITLE,
+  CONVERSATION_TITLE,
+  clientCpuTable,
+  conversationTable,
+  SHORT_APPENDS_TITLE,
+  shortAppendLines,
+} from './conversation.js';
 import {
   checkVerdict,
   growthRows,
@@ -137,6 +144,19 @@ export function renderMarkdown(results: Results, chartPath: string): string {
     out.push(`**${SHORT_APPENDS_TITLE}**`);
     out.push('');
     for (const line of shortAppends) out.push(`- ${line}`);
+    out.push('');
+  }
+  const clientCpu = clientCpuTable(results);
+  if (clientCpu) {
+    out.push(`**${CLIENT_CPU_TITLE}**`);
+    out.push('');
+    out.push(
+      table(
+        clientCpu.header,
+        clientCpu.rows,
+        clientCpu.header.map((_, index) => index > 0 && index < 6),
+      ),
+    );
     out.push('');
   }
   out.push('**6. Round trips per operation**');

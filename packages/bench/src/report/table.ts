@@ -3,7 +3,14 @@
 import { placementLine } from '../affinity.js';
 import { machineLine } from '../machine.js';
 import type { Results } from '../results.js';
-import { CONVERSATION_TITLE, conversationTable, SHORT_APPENDS_TITLE, shortAppendLines } from './conversation.js';
+import {
+  CLIENT_CPU_TITLE,
+  CONVERSATION_TITLE,
+  clientCpuTable,
+  conversationTable,
+  SHORT_APPENDS_TITLE,
+  shortAppendLines,
+} from './conversation.js';
 import {
   checkVerdict,
   growthRows,
@@ -147,6 +154,14 @@ export function renderTable(results: Results): string {
     out.push('');
     out.push(SHORT_APPENDS_TITLE);
     for (const line of shortAppends) out.push(`  ${line}`);
+  }
+
+  const clientCpu = clientCpuTable(results);
+  if (clientCpu) {
+    out.push('');
+    out.push(CLIENT_CPU_TITLE);
+    const align = clientCpu.header.map((_, index): Align => (index > 0 && index < 6 ? 'right' : 'left'));
+    out.push(textTable(clientCpu.header, clientCpu.rows, align));
   }
 
   out.push('');

@@ -40,6 +40,10 @@ export const redisStore = defineTarget<RedisBackend>({
           concurrency: sizes.concurrentSessions,
         });
       },
+      clientCpu: async (options) => {
+        const { measureRedisClientCpu } = await import('../redis-client-cpu.js');
+        return measureRedisClientCpu({ url: backend.url, ...options });
+      },
       roundTrips: {
         unit: 'commands received by redis-server (MONITOR)',
         service,

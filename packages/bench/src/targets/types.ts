@@ -6,6 +6,7 @@
  */
 import type { BaseSessionService, Event } from '@google/adk';
 import type { BackendSpec, RunningBackend } from '../backends/types.js';
+import type { ClientCpuResult } from '../redis-client-cpu.js';
 import type { ClusterResult, TargetKind } from '../results.js';
 
 /** Counts the requests that operations make to their backend. */
@@ -69,6 +70,8 @@ export interface OpenTarget {
   seed?: Seeder;
   /** The scale-out workload on a cluster, when the target has one (run once, not timed). */
   cluster?: (sizes: ClusterSizes) => Promise<ClusterResult>;
+  /** Workload 11: client CPU per operation beside the same round trips sent raw (Redis). */
+  clientCpu?: (options: { runId: string; repetitions: number; minSampleMs: number }) => Promise<ClientCpuResult>;
   /** Extra facts printed with the results (settings of this target). */
   details?: string;
   /** Documents the backend has sent so far (Firestore: what reads are billed by); absent when not counted. */
