@@ -2,7 +2,7 @@
  * Event rules: how an ADK event is checked, stripped of `temp:` keys, stored
  * as text, rebuilt as a real ADK event, and filtered on read.
  */
-import { createEvent, type Event } from '@google/adk';
+import { createEvent, createEventActions, type Event, type EventActions } from '@google/adk';
 import { InvalidArgumentError } from './errors.js';
 import { defineEntry, encodeChecked, type JsonRules, MAX_VALUE_DEPTH } from './values.js';
 
@@ -75,18 +75,117 @@ export function encodeEvent(event: Event): StoredEvent {
   return { id: event.id, timestamp: event.timestamp, json: encoded.json };
 }
 
+/** The marks `createEvent` puts on an event besides its data (ADK's own symbol keys), with their values. */
+const MARK_VALUES = (() => {
+  const marked = createEvent({}) as unknown as Record<symbol, unknown>;
+  return new Map(Object.getOwnPropertySymbols(marked).map((mark) => [mark, marked[mark]]));
+})();
+
 /** Rebuilds a real ADK event (marked by `createEvent`) from its stored form. */
 export function decodeEvent(stored: StoredEvent): Event {
-  const data = JSON.parse(stored.json) as Partial<Event>;
-  const event = createEvent(data);
+  return decodeWith(stored);
+}
+
+/** The decode through `createEvent` itself: a copy of the parsed object with ADK's defaults. */
+function decodeThroughCreateEvent(stored: StoredEvent): Event {
+  const event = createEvent(JSON.parse(stored.json) as Partial<Event>);
   // createEvent replaces a falsy timestamp with "now"; the stored one is exact.
   event.id = stored.id;
   event.timestamp = stored.timestamp;
   return event;
 }
 
-/** The marks `createEvent` puts on an event besides its data (ADK's own symbol keys). */
-const EVENT_MARKS = Object.getOwnPropertySymbols(createEvent({}));
+/**
+ * The same result built on the object JSON.parse made, without copying it:
+ * ADK's marks, then each field `createEvent` sets, in its order (a field the
+ * text lacks is added after the others, as createEvent's copy adds it), the
+ * actions through ADK's own `createEventActions`. About three times cheaper.
+ */
+function decodeInPlace(stored: StoredEvent): Event {
+  const event = JSON.parse(stored.json) as Record<string | symbol, unknown>;
+  for (const [mark, value] of MARK_VALUES) event[mark] = value;
+  event.id = stored.id;
+  event.invocationId = event.invocationId || '';
+  // biome-ignore lint/correctness/noSelfAssign: makes the key an own property where the text lacks it, as createEvent does.
+  event.author = event.author;
+  event.actions = createEventActions(event.actions as Partial<EventActions> | undefined);
+  event.longRunningToolIds = event.longRunningToolIds || [];
+  // biome-ignore lint/correctness/noSelfAssign: as above.
+  event.branch = event.branch;
+  event.timestamp = stored.timestamp;
+  return event as unknown as Event;
+}
+
+/**
+ * Whether two events are the same tree: own string keys in the same order
+ * with the same values (`undefined` ones included), and the same own symbol
+ * keys and values.
+ */
+function sameTree(left: unknown, right: unknown): boolean {
+  if (typeof left !== 'object' || left === null || typeof right !== 'object' || right === null) {
+    return Object.is(left, right);
+  }
+  if (Array.isArray(left) !== Array.isArray(right) || Object.getPrototypeOf(left) !== Object.getPrototypeOf(right)) {
+    return false;
+  }
+  const names = Object.keys(left);
+  const others = Object.keys(right);
+  const marks = Object.getOwnPropertySymbols(left);
+  const otherMarks = Object.getOwnPropertySymbols(right);
+  if (names.length !== others.length || marks.length !== otherMarks.length) return false;
+  const a = left as Record<string | symbol, unknown>;
+  const b = right as Record<string | symbol, unknown>;
+  return (
+    names.every((name, at) => name === others[at] && sameTree(a[name], b[name])) &&
+    marks.every((mark, at) => mark === otherMarks[at] && Object.is(a[mark], b[mark]))
+  );
+}
+
+/**
+ * Stored events of every shape that matters to `createEvent`: empty, every
+ * field set, fields missing or falsy, actions with a field of their own
+ * first, and a `__proto__` key.
+ */
+const SAMPLES: readonly StoredEvent[] = [
+  { id: 'a', timestamp: 1, json: '{}' },
+  {
+    id: 'b',
+    timestamp: 2.5,
+    json: JSON.stringify(
+      createEvent({
+        id: 'b',
+        invocationId: 'i',
+        author: 'model',
+        branch: 'root.child',
+        timestamp: 2.5,
+        content: { role: 'model', parts: [{ text: 't' }] },
+        actions: { stateDelta: { k: [1, { n: null }] }, transferToAgent: 'x' },
+        longRunningToolIds: ['c'],
+        partial: false,
+      }),
+    ),
+  },
+  {
+    id: 'c',
+    timestamp: 3,
+    json: '{"invocationId":"","longRunningToolIds":null,"actions":{"skipSummarization":true,"stateDelta":{"k":1}},"author":"u","__proto__":{"x":1}}',
+  },
+];
+
+/**
+ * The decode in use: in place when it gives exactly what `createEvent` gives
+ * on every sample (checked once, with the `@google/adk` this module runs
+ * with), else through `createEvent`, so an ADK whose events are built
+ * differently still gets events exactly as its own function builds them.
+ */
+const decodeWith: (stored: StoredEvent) => Event = SAMPLES.every((sample) =>
+  sameTree(decodeInPlace(sample), decodeThroughCreateEvent(sample)),
+)
+  ? decodeInPlace
+  : decodeThroughCreateEvent;
+
+/** Which decode is in use: `'in place'` or `'createEvent'` (for tests). */
+export const DECODE_MODE: 'in place' | 'createEvent' = decodeWith === decodeInPlace ? 'in place' : 'createEvent';
 
 /**
  * A deep copy of a decoded event (one {@link decodeEvent} made), equal to a
@@ -96,7 +195,7 @@ const EVENT_MARKS = Object.getOwnPropertySymbols(createEvent({}));
  */
 export function copyEvent(master: Event): Event {
   const event = copyJson(master) as Event & Record<symbol, unknown>;
-  for (const mark of EVENT_MARKS) event[mark] = (master as unknown as Record<symbol, unknown>)[mark];
+  for (const mark of MARK_VALUES.keys()) event[mark] = (master as unknown as Record<symbol, unknown>)[mark];
   return event;
 }
 
