@@ -8,7 +8,7 @@
  * the client CPU per call of each side.
  *
  *   git worktree add /tmp/old <commit> && (cd /tmp/old && pnpm install && pnpm build)
- *   pnpm build && node scripts/bench/redis-side-by-side.mjs /tmp/old [--rounds 3] [--scale 1]
+ *   pnpm build && node scripts/bench/redis-side-by-side.mjs /tmp/old [--rounds 3] [--scale 1] [--only getSession,whole]
  */
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -20,7 +20,11 @@ import { parseArgs } from 'node:util';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
-  options: { rounds: { type: 'string', default: '3' }, scale: { type: 'string', default: '1' } },
+  options: {
+    rounds: { type: 'string', default: '3' },
+    scale: { type: 'string', default: '1' },
+    only: { type: 'string' },
+  },
 });
 const oldRoot = positionals[0];
 if (!oldRoot) {
@@ -94,7 +98,10 @@ function event(adk, delta, timestamp) {
 async function measure(side, name) {
   const { adapter, Redis, adk } = sides[side];
   const client = new Redis(server.url);
-  const service = new adapter.RedisSessionService({ client, keyPrefix: `sbs-${side}-${randomUUID().slice(0, 6)}:` });
+  const keyPrefix = `sbs-${side}-${randomUUID().slice(0, 6)}:`;
+  // A build without the option ignores it (and has no log cache to turn off).
+  const logCacheBytes = name.endsWith('logCacheBytes: 0') ? { logCacheBytes: 0 } : {};
+  const service = new adapter.RedisSessionService({ client, keyPrefix, ...logCacheBytes });
   const appName = 'app';
   try {
     let calls = 0;
@@ -138,6 +145,18 @@ async function measure(side, name) {
         }
         calls = n;
       };
+    } else if (name.startsWith('whole getSession of 100')) {
+      const session = await service.createSession({ appName, userId: 'u1', state: { 'app:x': 1 } });
+      for (let index = 0; index < 100; index++) {
+        await service.appendEvent({ session, event: event(adk, { n: index, 'user:u': index }, 1000 + index) });
+      }
+      const reads = Math.round(500 * scale);
+      run = async () => {
+        for (let index = 0; index < reads; index++) {
+          await service.getSession({ appName, userId: 'u1', sessionId: session.id });
+        }
+        calls = reads;
+      };
     } else if (name === 'listSessions page of 50 of 1,000') {
       for (let from = 0; from < 1000; from += 100) {
         await Promise.all(
@@ -169,8 +188,10 @@ const workloads = [
   'append (no app: key)',
   '32 callers (app: key)',
   'getSession(10)',
+  'whole getSession of 100, read before',
+  'whole getSession of 100, logCacheBytes: 0',
   'listSessions page of 50 of 1,000',
-];
+].filter((name) => values.only === undefined || values.only.split(',').some((part) => name.startsWith(part)));
 const results = Object.fromEntries(workloads.map((name) => [name, { ratios: [], old: [], new: [] }]));
 try {
   for (let round = 0; round < rounds; round++) {

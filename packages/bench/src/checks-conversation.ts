@@ -77,7 +77,7 @@ export function conversationChecks(results: Results): Check[] {
         ratio,
         () => notMeasured(results, target, late),
         (value) =>
-          `${formatRatio(value)}: ${first?.storeMs.median.toFixed(2)} ms at turn ${early} (${first?.events} events), ${last?.storeMs.median.toFixed(2)} ms at turn ${late} (${last?.events} events). The store reads only the new events of a session it read before, and the service keeps that log decoded, but every whole getSession still hands out its own deep copy of every event (no two reads share an object; about 0.7 µs an event): those copies grow with the history. ${GROWTH[target] ?? ''}`,
+          `${formatRatio(value)}: ${first?.storeMs.median.toFixed(2)} ms at turn ${early} (${first?.events} events), ${last?.storeMs.median.toFixed(2)} ms at turn ${late} (${last?.events} events). The store reads only the new events of a session it read before, and the service keeps that log decoded, but every whole getSession still hands out its own deep copy of every event (no two reads share an object): those copies, and the garbage they leave, grow with the history. ${GROWTH[target] ?? ''}`,
       ),
     );
   }

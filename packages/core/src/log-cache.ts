@@ -15,6 +15,12 @@ export interface CachedLog {
   logMark: string;
   /** The decoded events, in append order; read-only masters, copied for each read. */
   events: readonly Event[];
+  /**
+   * The first position of each event id in `events`, handed to each read's
+   * copy as its index (see `adoptIndex`). Later entries of the same log
+   * extend this map; a copy trusts only the positions below its length.
+   */
+  positions: Map<string, number>;
   /** What the entry costs, by {@link logBytes}. */
   bytes: number;
 }

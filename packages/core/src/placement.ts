@@ -19,6 +19,13 @@ import type { Event } from '@google/adk';
 interface EventIndex {
   /** The first position of each id, as `Array.prototype.findIndex` would find it. */
   positions: Map<string, number>;
+  /**
+   * First positions shared with the log the array was copied from (see
+   * {@link adoptIndex}): read here, never written, and trusted only below
+   * `sharedLength`, as the log may have grown since.
+   */
+  shared: ReadonlyMap<string, number> | undefined;
+  sharedLength: number;
   /** How many elements were indexed, and the first and last of them, to notice changes made elsewhere. */
   length: number;
   first: Event | undefined;
@@ -30,11 +37,11 @@ const indexes = new WeakMap<Event[], EventIndex>();
 /** Replaces the event with the same id in `events`, or pushes it; returns `events`. */
 export function placeEvent(events: Event[], event: Event): Event[] {
   let index = (event as { isScratchpad?: unknown }).isScratchpad === true ? rebuild(events) : currentIndex(events);
-  let position = index.positions.get(event.id);
+  let position = positionOf(index, event.id);
   if (position !== undefined && events[position]?.id !== event.id) {
     // An element was replaced by other code since it was indexed: start over.
     index = rebuild(events);
-    position = index.positions.get(event.id);
+    position = positionOf(index, event.id);
   }
   if (position === undefined) {
     index.positions.set(event.id, events.length);
@@ -64,9 +71,47 @@ function currentIndex(events: Event[]): EventIndex {
   return index;
 }
 
+/**
+ * Gives `events`, a fresh copy of a log whose first position of each id is
+ * in `positions`, an index without a pass over it: the map is shared (a
+ * later log may add to it; only positions below the copy's length count).
+ */
+export function adoptIndex(events: Event[], positions: ReadonlyMap<string, number>): void {
+  indexes.set(events, {
+    positions: new Map(),
+    shared: positions,
+    sharedLength: events.length,
+    length: events.length,
+    first: events[0],
+    last: events[events.length - 1],
+  });
+}
+
+/** The first position of each id in `events`, for {@link adoptIndex}. */
+export function firstPositions(
+  events: readonly Event[],
+  into = new Map<string, number>(),
+  from = 0,
+): Map<string, number> {
+  for (let position = 0; position < events.length; position++) {
+    const id = (events[position] as Event).id;
+    if (!into.has(id)) into.set(id, from + position);
+  }
+  return into;
+}
+
+function positionOf(index: EventIndex, id: string): number | undefined {
+  const own = index.positions.get(id);
+  if (own !== undefined || !index.shared) return own;
+  const shared = index.shared.get(id);
+  return shared !== undefined && shared < index.sharedLength ? shared : undefined;
+}
+
 function rebuild(events: Event[]): EventIndex {
   const index: EventIndex = {
     positions: new Map(),
+    shared: undefined,
+    sharedLength: 0,
     length: events.length,
     first: events[0],
     last: events[events.length - 1],
@@ -78,5 +123,5 @@ function rebuild(events: Event[]): EventIndex {
 
 function remember(index: EventIndex, event: Event, position: number): void {
   const id = event?.id;
-  if (typeof id === 'string' && !index.positions.has(id)) index.positions.set(id, position);
+  if (typeof id === 'string' && positionOf(index, id) === undefined) index.positions.set(id, position);
 }

@@ -29,7 +29,7 @@ import { assertStorableEvent, copyEvent, decodeEvent, encodeEvent, takeTempEntri
 import { pageInfo, toListQuery } from './listing.js';
 import { type CachedLog, LogCache, logBytes } from './log-cache.js';
 import { assertPositiveNumber } from './options.js';
-import { placeEvent } from './placement.js';
+import { adoptIndex, firstPositions, placeEvent } from './placement.js';
 import { assertNonEmptyString, isPossibleKey, type SessionKey, toEventFilter } from './requests.js';
 import { bucketToObject, combineState, dropWrite, type ScopedWrites, scopeOf, splitState } from './scopes.js';
 import type { LoadResult, SessionRecord, SessionStore, StoreCall } from './store.js';
@@ -250,14 +250,16 @@ export class StateSessionService extends BaseSessionService {
       if (loaded?.logMark === undefined) return loaded;
       const { session, userState, appState } = loaded;
       const decoded = loaded.events.map(decodeEvent);
+      const positions = firstPositions(decoded);
       const entry = {
         revision: session.revision,
         logMark: loaded.logMark,
         events: decoded,
+        positions,
         bytes: logBytes(loaded.events),
       };
       keepNewer(cache, cacheKey, undefined, entry);
-      return { session, userState, appState, decoded };
+      return { session, userState, appState, decoded, positions };
     }
     const since = await (this.store.loadSessionSince as NonNullable<SessionStore['loadSessionSince']>).call(
       this.store,
@@ -271,6 +273,8 @@ export class StateSessionService extends BaseSessionService {
     }
     const added = since.events.map(decodeEvent);
     const decoded = since.restart ? added : held.events.concat(added);
+    // The same log grown: its map grows too (copies read earlier trust only their own length of it).
+    const positions = since.restart ? firstPositions(added) : firstPositions(added, held.positions, held.events.length);
     if (since.logMark === undefined) cache.delete(cacheKey);
     else {
       const bytes = since.restart ? logBytes(since.events) : held.bytes + logBytes(since.events) - logBytes([]);
@@ -278,10 +282,12 @@ export class StateSessionService extends BaseSessionService {
         revision: since.session.revision,
         logMark: since.logMark,
         events: decoded,
+        positions,
         bytes,
       });
     }
-    return { session: since.session, userState: since.userState, appState: since.appState, decoded };
+    const { session, userState, appState } = since;
+    return { session, userState, appState, decoded, positions };
   }
 
   override async listSessions(request: ListSessionsRequest): Promise<ListSessionsResponse> {
@@ -512,7 +518,12 @@ export class StateSessionService extends BaseSessionService {
 
   #toSession(loaded: LoadResult | HeldLoad): Session {
     const session = this.#fromRecord(loaded.session, loaded.userState, loaded.appState);
-    session.events = 'decoded' in loaded ? loaded.decoded.map(copyEvent) : loaded.events.map(decodeEvent);
+    if ('decoded' in loaded) {
+      session.events = loaded.decoded.map(copyEvent);
+      adoptIndex(session.events, loaded.positions);
+    } else {
+      session.events = loaded.events.map(decodeEvent);
+    }
     return session;
   }
 
@@ -627,6 +638,7 @@ function logCacheKey(key: SessionKey): string {
 /** A whole read through the log cache: the head as the store gave it, the events as the cache's decoded masters. */
 interface HeldLoad extends Omit<LoadResult, 'events' | 'logMark'> {
   decoded: readonly Event[];
+  positions: ReadonlyMap<string, number>;
 }
 
 /**

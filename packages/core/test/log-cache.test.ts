@@ -163,7 +163,13 @@ describe('the cache of recently read logs', () => {
 
 describe('LogCache', () => {
   const log = (id: string, length: number): StoredEvent[] => [{ id, timestamp: 1, json: 'x'.repeat(length) }];
-  const entry = (events: StoredEvent[]) => ({ revision: 1, logMark: 'm', events: [], bytes: logBytes(events) });
+  const entry = (events: StoredEvent[]) => ({
+    revision: 1,
+    logMark: 'm',
+    events: [],
+    positions: new Map(),
+    bytes: logBytes(events),
+  });
 
   it('keeps at most maxBytes, dropping the least recently used first, and never an entry larger than itself', () => {
     const size = logBytes(log('a', 100));

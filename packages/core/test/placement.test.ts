@@ -1,7 +1,7 @@
 import { createEvent, type Event } from '@google/adk';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { placeEvent } from '../src/placement.js';
+import { adoptIndex, firstPositions, placeEvent } from '../src/placement.js';
 
 /** What @google/adk's BaseSessionService.appendEvent does with the events array. */
 function adkPlacement(events: Event[], event: Event): void {
@@ -61,6 +61,53 @@ const step: fc.Arbitrary<Step> = fc.oneof(
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('placeSummary' as const), id: ids }) },
 );
 
+/** Runs `steps` on both arrays, ours through placeEvent and theirs through ADK's placement, comparing after each. */
+function runSteps(ours: Event[], theirs: Event[], steps: readonly Step[]): void {
+  let version = 0;
+  for (const each of steps) {
+    if (each.kind === 'place') {
+      const appended = event(each.id, `version ${version++}`);
+      placeEvent(ours, appended);
+      adkPlacement(theirs, appended);
+    } else if (each.kind === 'push') {
+      const pushed = event(each.id);
+      ours.push(pushed);
+      theirs.push(pushed);
+    } else if (each.kind === 'truncate') {
+      ours.length = Math.min(ours.length, each.length);
+      theirs.length = Math.min(theirs.length, each.length);
+    } else if (each.kind === 'removeAt') {
+      ours.splice(each.position, 1);
+      theirs.splice(each.position, 1);
+    } else if (each.kind === 'removeRun') {
+      ours.splice(each.position, each.count);
+      theirs.splice(each.position, each.count);
+    } else if (each.kind === 'prune') {
+      const pruned = ours[each.position];
+      if (pruned) {
+        const copy = event(pruned.id, 'pruned');
+        ours[each.position] = copy;
+        theirs[each.position] = copy;
+      }
+    } else if (each.kind === 'anchor') {
+      if (ours.length > each.k) {
+        const summary = scratchpad(each.id);
+        anchor(ours, summary, each.k);
+        anchor(theirs, summary, each.k);
+      }
+    } else if (each.kind === 'placeSummary') {
+      const summary = scratchpad(each.id);
+      placeEvent(ours, summary);
+      adkPlacement(theirs, summary);
+    } else if (ours.length > 0) {
+      const replacement = event(each.id);
+      ours[ours.length - 1] = replacement;
+      theirs[theirs.length - 1] = replacement;
+    }
+    expect(same(ours, theirs)).toBe(true);
+  }
+}
+
 describe('placeEvent', () => {
   it('replaces an event with the same id in place and pushes any other', () => {
     const events = [event('a'), event('b'), event('c')];
@@ -115,52 +162,25 @@ describe('placeEvent', () => {
 
   it("matches @google/adk on any mix of appends and the changes the Runner and ADK's compactors make", () => {
     fc.assert(
-      fc.property(fc.array(step, { maxLength: 60 }), (steps) => {
-        const ours: Event[] = [];
-        const theirs: Event[] = [];
-        let version = 0;
-        for (const each of steps) {
-          if (each.kind === 'place') {
-            const appended = event(each.id, `version ${version++}`);
-            placeEvent(ours, appended);
-            adkPlacement(theirs, appended);
-          } else if (each.kind === 'push') {
-            const pushed = event(each.id);
-            ours.push(pushed);
-            theirs.push(pushed);
-          } else if (each.kind === 'truncate') {
-            ours.length = Math.min(ours.length, each.length);
-            theirs.length = Math.min(theirs.length, each.length);
-          } else if (each.kind === 'removeAt') {
-            ours.splice(each.position, 1);
-            theirs.splice(each.position, 1);
-          } else if (each.kind === 'removeRun') {
-            ours.splice(each.position, each.count);
-            theirs.splice(each.position, each.count);
-          } else if (each.kind === 'prune') {
-            const pruned = ours[each.position];
-            if (pruned) {
-              const copy = event(pruned.id, 'pruned');
-              ours[each.position] = copy;
-              theirs[each.position] = copy;
-            }
-          } else if (each.kind === 'anchor') {
-            if (ours.length > each.k) {
-              const summary = scratchpad(each.id);
-              anchor(ours, summary, each.k);
-              anchor(theirs, summary, each.k);
-            }
-          } else if (each.kind === 'placeSummary') {
-            const summary = scratchpad(each.id);
-            placeEvent(ours, summary);
-            adkPlacement(theirs, summary);
-          } else if (ours.length > 0) {
-            const replacement = event(each.id);
-            ours[ours.length - 1] = replacement;
-            theirs[theirs.length - 1] = replacement;
-          }
-          expect(same(ours, theirs)).toBe(true);
-        }
+      fc.property(fc.array(step, { maxLength: 60 }), (steps) => runSteps([], [], steps)),
+      { numRuns: 500 },
+    );
+  });
+
+  it("does the same on a copy of a log given the log's first positions, which may also hold later ids", () => {
+    const logIds = fc.array(ids, { maxLength: 12 });
+    const later = fc.array(fc.tuple(fc.constantFrom('a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'z'), fc.nat(20)), {
+      maxLength: 4,
+    });
+    fc.assert(
+      fc.property(logIds, later, fc.array(step, { maxLength: 40 }), (log, grown, steps) => {
+        const events = log.map((id, position) => event(id, `logged ${position}`));
+        const positions = firstPositions(events);
+        // The log grew after the copy was made: ids it lacks, at positions past the copy or (wrongly) inside it.
+        for (const [id, position] of grown) if (!positions.has(id)) positions.set(id, position);
+        const ours = [...events];
+        adoptIndex(ours, positions);
+        runSteps(ours, [...events], steps);
       }),
       { numRuns: 500 },
     );
