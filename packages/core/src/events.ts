@@ -88,7 +88,11 @@ export function decodeEvent(stored: StoredEvent): Event {
 
 /** The decode through `createEvent` itself: a copy of the parsed object with ADK's defaults. */
 function decodeThroughCreateEvent(stored: StoredEvent): Event {
-  const event = createEvent(JSON.parse(stored.json) as Partial<Event>);
+  return createdFrom(JSON.parse(stored.json), stored);
+}
+
+function createdFrom(data: unknown, stored: StoredEvent): Event {
+  const event = createEvent(data as Partial<Event>);
   // createEvent replaces a falsy timestamp with "now"; the stored one is exact.
   event.id = stored.id;
   event.timestamp = stored.timestamp;
@@ -102,7 +106,10 @@ function decodeThroughCreateEvent(stored: StoredEvent): Event {
  * actions through ADK's own `createEventActions`. About three times cheaper.
  */
 function decodeInPlace(stored: StoredEvent): Event {
-  const event = JSON.parse(stored.json) as Record<string | symbol, unknown>;
+  const parsed: unknown = JSON.parse(stored.json);
+  // A text that is not an object (never written by a store) goes through createEvent as it always did.
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return createdFrom(parsed, stored);
+  const event = parsed as Record<string | symbol, unknown>;
   for (const [mark, value] of MARK_VALUES) event[mark] = value;
   event.id = stored.id;
   event.invocationId = event.invocationId || '';

@@ -85,6 +85,14 @@ describe('decodeEvent', () => {
     );
   });
 
+  it('decodes a text that is not an object as createEvent does', () => {
+    for (const json of ['5', '"text"', '[1,{"a":2}]', 'true']) {
+      const stored = { id: 'e', timestamp: 1, json };
+      expect(shape(decodeEvent(stored))).toEqual(shape(throughCreateEvent(stored)));
+    }
+    expect(() => decodeEvent({ id: 'e', timestamp: 1, json: 'null' })).toThrow(TypeError);
+  });
+
   it('shares nothing between two decodes of one text', () => {
     const stored = { id: 'e', timestamp: 1, json: '{"actions":{"stateDelta":{"k":[1]}},"longRunningToolIds":[]}' };
     const first = decodeEvent(stored);
