@@ -12,7 +12,8 @@
 import { Redis } from 'ioredis';
 import { APPEND_KEYS, APPEND_SCRIPT, appendScriptArguments } from './backends/redis.js';
 import { benchEvent, benchEvents } from './events.js';
-import { nowMs, type Summary, summarize } from './stats.js';
+import { type Summary, summarize } from './stats.js';
+import { timeRead } from './workloads.js';
 
 /** One operation's figures: CPU µs and wall ms per call, of the store and of its raw round trips. */
 export interface ClientCpuRow {
@@ -169,17 +170,10 @@ function replayOf(raw: Redis, commands: Sent[]): Call {
   };
 }
 
-/** Repeats `call` one at a time for at least `minMs`: CPU µs and wall ms per call. */
+/** Repeats `call` one at a time for at least `minMs` (and 20 calls): CPU µs and wall ms per call. */
 async function cpuSample(call: Call, minMs: number): Promise<{ cpuMicros: number; ms: number }> {
   const cpu = process.cpuUsage();
-  const start = nowMs();
-  let calls = 0;
-  let elapsed = 0;
-  do {
-    await call();
-    calls++;
-    elapsed = nowMs() - start;
-  } while (elapsed < minMs || calls < 20);
+  const sample = await timeRead(call, minMs, 20);
   const used = process.cpuUsage(cpu);
-  return { cpuMicros: (used.user + used.system) / calls, ms: elapsed / calls };
+  return { cpuMicros: (used.user + used.system) / sample.iterations, ms: sample.msPerOperation };
 }
