@@ -65,10 +65,11 @@ export async function measureRedisClientCpu(options: ClientCpuOptions): Promise<
   const { RedisSessionService } = await import('@adk-state/adapter-redis');
   const client = new Redis(options.url);
   const raw = new Redis(options.url);
-  const sent: Sent[] = [];
+  // What the store's connection sends, recorded only while `sent` is set (the warm-up call).
+  let sent: Sent[] | undefined;
   const send = client.sendCommand.bind(client);
   client.sendCommand = ((command: { name: string; args: Array<string | Buffer | number> }, ...rest: unknown[]) => {
-    sent.push([command.name, ...command.args]);
+    sent?.push([command.name, ...command.args]);
     return (send as (...all: unknown[]) => unknown)(command, ...rest);
   }) as typeof client.sendCommand;
   const keyPrefix = `bench-cpu-${options.runId}:`;
@@ -124,9 +125,14 @@ export async function measureRedisClientCpu(options: ClientCpuOptions): Promise<
     for (let repetition = 0; repetition <= options.repetitions; repetition++) {
       for (const [index, operation] of operations.entries()) {
         // Warm: the store's call once, and what it sent becomes the raw side.
-        sent.length = 0;
-        await operation.store();
-        const replay = operation.rawCall ?? replayOf(raw, sent.slice());
+        const recorded: Sent[] = [];
+        sent = recorded;
+        try {
+          await operation.store();
+        } finally {
+          sent = undefined;
+        }
+        const replay = operation.rawCall ?? replayOf(raw, recorded);
         const sides: Array<['store' | 'raw', Call]> = [
           ['store', operation.store],
           ['raw', replay],
