@@ -25,8 +25,8 @@ export interface CachedLog {
   bytes: number;
 }
 
-/** A fixed cost per cached event beside its values (the event and actions objects, the array slot). */
-const EVENT_OVERHEAD_BYTES = 160;
+/** A fixed cost per cached event beside its values (the event and actions objects, the array slot, its entry in `positions`). */
+const EVENT_OVERHEAD_BYTES = 200;
 /**
  * What a decoded event takes per UTF-16 unit of its JSON text: about 3.4
  * bytes measured on a typical tool-call event (its objects, arrays and
