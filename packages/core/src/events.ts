@@ -2,7 +2,8 @@
  * Event rules: how an ADK event is checked, stripped of `temp:` keys, stored
  * as text, rebuilt as a real ADK event, and filtered on read.
  */
-import { createEvent, createEventActions, type Event, type EventActions } from '@google/adk';
+import * as adk from '@google/adk';
+import { createEvent, type Event, type EventActions } from '@google/adk';
 import { InvalidArgumentError } from './errors.js';
 import { defineEntry, encodeChecked, type JsonRules, MAX_VALUE_DEPTH } from './values.js';
 
@@ -75,6 +76,13 @@ export function encodeEvent(event: Event): StoredEvent {
   return { id: event.id, timestamp: event.timestamp, json: encoded.json };
 }
 
+/**
+ * ADK's `createEventActions`, read from the module's namespace so that an ADK
+ * without it still loads (the decode then goes through `createEvent`).
+ */
+const createEventActions = (adk as { createEventActions?: (actions?: Partial<EventActions>) => EventActions })
+  .createEventActions;
+
 /** The marks `createEvent` puts on an event besides its data (ADK's own symbol keys), with their values. */
 const MARK_VALUES = (() => {
   const marked = createEvent({}) as unknown as Record<symbol, unknown>;
@@ -115,7 +123,9 @@ function decodeInPlace(stored: StoredEvent): Event {
   event.invocationId = event.invocationId || '';
   // biome-ignore lint/correctness/noSelfAssign: makes the key an own property where the text lacks it, as createEvent does.
   event.author = event.author;
-  event.actions = createEventActions(event.actions as Partial<EventActions> | undefined);
+  event.actions = (createEventActions as NonNullable<typeof createEventActions>)(
+    event.actions as Partial<EventActions> | undefined,
+  );
   event.longRunningToolIds = event.longRunningToolIds || [];
   // biome-ignore lint/correctness/noSelfAssign: as above.
   event.branch = event.branch;
@@ -180,16 +190,16 @@ const SAMPLES: readonly StoredEvent[] = [
 ];
 
 /**
- * The decode in use: in place when it gives exactly what `createEvent` gives
- * on every sample (checked once, with the `@google/adk` this module runs
- * with), else through `createEvent`, so an ADK whose events are built
+ * The decode in use: in place when ADK has `createEventActions` and it gives
+ * exactly what `createEvent` gives on every sample (checked once, with the
+ * `@google/adk` this module runs with), else through `createEvent`, so an ADK whose events are built
  * differently still gets events exactly as its own function builds them.
  */
-const decodeWith: (stored: StoredEvent) => Event = SAMPLES.every((sample) =>
-  sameTree(decodeInPlace(sample), decodeThroughCreateEvent(sample)),
-)
-  ? decodeInPlace
-  : decodeThroughCreateEvent;
+const decodeWith: (stored: StoredEvent) => Event =
+  typeof createEventActions === 'function' &&
+  SAMPLES.every((sample) => sameTree(decodeInPlace(sample), decodeThroughCreateEvent(sample)))
+    ? decodeInPlace
+    : decodeThroughCreateEvent;
 
 /** Which decode is in use: `'in place'` or `'createEvent'` (for tests). */
 export const DECODE_MODE: 'in place' | 'createEvent' = decodeWith === decodeInPlace ? 'in place' : 'createEvent';
