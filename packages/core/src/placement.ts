@@ -87,15 +87,18 @@ export function adoptIndex(events: Event[], positions: ReadonlyMap<string, numbe
   });
 }
 
-/** The first position of each id in `events`, for {@link adoptIndex}. */
+/**
+ * The first position of each id in `events` (offset by `from`), added to
+ * `into` where it has none yet; an element without a string id is passed over.
+ */
 export function firstPositions(
   events: readonly Event[],
   into = new Map<string, number>(),
   from = 0,
 ): Map<string, number> {
   for (let position = 0; position < events.length; position++) {
-    const id = (events[position] as Event).id;
-    if (!into.has(id)) into.set(id, from + position);
+    const id = events[position]?.id;
+    if (typeof id === 'string' && !into.has(id)) into.set(id, from + position);
   }
   return into;
 }
@@ -109,14 +112,13 @@ function positionOf(index: EventIndex, id: string): number | undefined {
 
 function rebuild(events: Event[]): EventIndex {
   const index: EventIndex = {
-    positions: new Map(),
+    positions: firstPositions(events),
     shared: undefined,
     sharedLength: 0,
     length: events.length,
     first: events[0],
     last: events[events.length - 1],
   };
-  for (let position = 0; position < events.length; position++) remember(index, events[position] as Event, position);
   indexes.set(events, index);
   return index;
 }
