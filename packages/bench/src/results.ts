@@ -143,6 +143,8 @@ export interface Results {
   clusters?: Record<string, ClusterResult>;
   /** Workload 9, the conversation through ADK's Runner (by target id); absent in older results. */
   conversation?: Record<string, ConversationResult>;
+  /** Workload 9 on the stores' services with `shareReadEvents: true` (by target id); absent in older results. */
+  conversationShared?: Record<string, ConversationResult>;
   /** Workload 10, appendEvent on 10-event sessions (appends/s, by target id); absent in older results. */
   shortAppends?: Record<string, Summary>;
   /** Workload 11, client CPU per operation beside the same round trips sent raw (by target id); absent in older results. */

@@ -79,6 +79,7 @@ function results(context: BenchContext, started: number): Results {
     memory: context.memory,
     ...(Object.keys(context.clusters).length > 0 ? { clusters: context.clusters } : {}),
     ...(Object.keys(context.conversation).length > 0 ? { conversation: context.conversation } : {}),
+    ...(Object.keys(context.conversationShared).length > 0 ? { conversationShared: context.conversationShared } : {}),
     ...(Object.keys(context.shortAppends).length > 0 ? { shortAppends: context.shortAppends } : {}),
     ...(Object.keys(context.clientCpu).length > 0 ? { clientCpu: context.clientCpu } : {}),
     checks: [],

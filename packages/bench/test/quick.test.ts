@@ -118,6 +118,12 @@ describe('a whole run at tiny sizes', () => {
       expect(conversation?.points.map((point) => [point.turn, point.events])).toEqual([[10, 40]]);
       expect(conversation?.points[0]?.storeMs.samples).toHaveLength(5);
     }
+    // And again on the memory store with shareReadEvents (ADK's own service has no such option).
+    expect(Object.keys(results.conversationShared ?? {})).toEqual(['memory']);
+    expect(results.conversationShared?.memory?.points.map((point) => [point.turn, point.events])).toEqual([[10, 40]]);
+    expect(results.checks.find((check) => check.id === 'conversation-growth-memory-shared')?.note).toContain(
+      '12 turns',
+    );
     expectPositiveNumber(results.shortAppends?.memory?.median);
     expectPositiveNumber(results.shortAppends?.['adk-in-memory']?.median);
     expect(results.checks.find((check) => check.id === 'memory-append-vs-adk-in-memory')?.status).toMatch(/met|missed/);
@@ -128,6 +134,7 @@ describe('a whole run at tiny sizes', () => {
     const table = renderTable(results);
     expect(table).toContain("9. conversation through ADK's Runner");
     expect(table).toContain('adk-state memory');
+    expect(table).toContain('adk-state memory, shareReadEvents');
     expect(table).toContain('ADK InMemorySessionService');
     const chart = renderChart(results);
     expect(chart.startsWith('<svg')).toBe(true);

@@ -216,6 +216,27 @@ export function copyEvent(master: Event): Event {
   return event;
 }
 
+/**
+ * Freezes a decoded event and every object and array in it, so that a read
+ * handing it out shared cannot change it for the next (see
+ * `StateSessionServiceOptions.shareReadEvents`). Returns `event`.
+ */
+export function freezeEvent(event: Event): Event {
+  return freezeJson(event) as Event;
+}
+
+function freezeJson(value: unknown): unknown {
+  if (typeof value !== 'object' || value === null) return value;
+  if (Array.isArray(value)) {
+    for (let index = 0; index < value.length; index++) freezeJson(value[index]);
+  } else {
+    const source = value as Record<string, unknown>;
+    const names = Object.keys(source);
+    for (let index = 0; index < names.length; index++) freezeJson(source[names[index] as string]);
+  }
+  return Object.freeze(value);
+}
+
 /** A deep copy of a tree JSON.parse built (plain objects and dense arrays; `undefined` as it is). */
 function copyJson(value: unknown): unknown {
   if (typeof value !== 'object' || value === null) return value;

@@ -25,7 +25,15 @@ import {
   SessionNotFoundError,
   StaleSessionError,
 } from './errors.js';
-import { assertStorableEvent, copyEvent, decodeEvent, encodeEvent, takeTempEntries } from './events.js';
+import {
+  assertStorableEvent,
+  copyEvent,
+  decodeEvent,
+  encodeEvent,
+  freezeEvent,
+  type StoredEvent,
+  takeTempEntries,
+} from './events.js';
 import { pageInfo, toListQuery } from './listing.js';
 import { type CachedLog, LogCache, logBytes } from './log-cache.js';
 import { assertPositiveNumber } from './options.js';
@@ -79,6 +87,18 @@ export interface StateSessionServiceOptions {
    * re-appended event), so reads are what they would be without it.
    */
   logCacheBytes?: number;
+  /**
+   * With the log cache on: whole reads hand out the cached events themselves,
+   * deep-frozen, instead of a deep copy of each. A whole `getSession` then
+   * costs what it reads anew, not a copy of the whole history, so a
+   * conversation's turn costs about the same at turn 1,000 as at turn 10.
+   * The price: the events of a whole read are shared with every other whole
+   * read of the session through this service, and changing one in place
+   * throws a `TypeError` (ADK's Runner, its compactors and its request
+   * building never do; they copy or replace). The array, the state and the
+   * session object stay each read's own. Default false: every read copies.
+   */
+  shareReadEvents?: boolean;
 }
 
 /** The default of {@link StateSessionServiceOptions.timeoutMs}. */
@@ -113,6 +133,8 @@ export class StateSessionService extends BaseSessionService {
   readonly #telemetry: Telemetry;
   /** Recently read logs; undefined when off or when the store cannot read incrementally. */
   readonly #logCache: LogCache | undefined;
+  /** {@link StateSessionServiceOptions.shareReadEvents}. */
+  readonly #shareReadEvents: boolean;
   /** The stored revision each session object handed out or updated by this service was built from. */
   readonly #revisions = new WeakMap<Session, number>();
   /**
@@ -132,7 +154,7 @@ export class StateSessionService extends BaseSessionService {
     }
     const { onStale = 'throw', generateId = randomUUID, now = Date.now } = options;
     const { timeoutMs = DEFAULT_TIMEOUT_MS, maxReloads = DEFAULT_MAX_RELOADS } = options;
-    const { logCacheBytes = DEFAULT_LOG_CACHE_BYTES } = options;
+    const { logCacheBytes = DEFAULT_LOG_CACHE_BYTES, shareReadEvents = false } = options;
     if (onStale !== 'throw' && onStale !== 'reload') {
       throw new InvalidArgumentError('onStale', `must be 'throw' or 'reload', got ${String(onStale)}`);
     }
@@ -141,6 +163,9 @@ export class StateSessionService extends BaseSessionService {
     assertPositiveNumber('timeoutMs', timeoutMs, { max: MAX_TIMEOUT_MS, allowInfinity: true });
     assertPositiveNumber('maxReloads', maxReloads, { integer: true, allowZero: true, max: 1_000_000 });
     assertPositiveNumber('logCacheBytes', logCacheBytes, { integer: true, allowZero: true, max: 2 ** 40 });
+    if (typeof shareReadEvents !== 'boolean') {
+      throw new InvalidArgumentError('shareReadEvents', `must be a boolean, got ${typeof shareReadEvents}`);
+    }
     this.store = store;
     this.#onStale = onStale;
     this.#generateId = generateId;
@@ -149,6 +174,7 @@ export class StateSessionService extends BaseSessionService {
     this.#maxReloads = maxReloads;
     this.#logCache =
       logCacheBytes > 0 && typeof store.loadSessionSince === 'function' ? new LogCache(logCacheBytes) : undefined;
+    this.#shareReadEvents = shareReadEvents;
     const { telemetry } = options;
     if (
       telemetry !== undefined &&
@@ -249,7 +275,7 @@ export class StateSessionService extends BaseSessionService {
       const loaded = await this.store.loadSession(key, {}, call);
       if (loaded?.logMark === undefined) return loaded;
       const { session, userState, appState } = loaded;
-      const decoded = loaded.events.map(decodeEvent);
+      const decoded = this.#decodeHeld(loaded.events);
       const positions = firstPositions(decoded);
       const entry = {
         revision: session.revision,
@@ -271,7 +297,7 @@ export class StateSessionService extends BaseSessionService {
       if (cache.get(cacheKey) === held) cache.delete(cacheKey);
       return undefined;
     }
-    const added = since.events.map(decodeEvent);
+    const added = this.#decodeHeld(since.events);
     const decoded = since.restart ? added : held.events.concat(added);
     // The same log grown: its map grows too (copies read earlier trust only their own length of it).
     const positions = since.restart ? firstPositions(added) : firstPositions(added, held.positions, held.events.length);
@@ -288,6 +314,11 @@ export class StateSessionService extends BaseSessionService {
     }
     const { session, userState, appState } = since;
     return { session, userState, appState, decoded, positions };
+  }
+
+  /** Events decoded to be held by the cache: frozen through and through when reads share them. */
+  #decodeHeld(events: readonly StoredEvent[]): Event[] {
+    return this.#shareReadEvents ? events.map((event) => freezeEvent(decodeEvent(event))) : events.map(decodeEvent);
   }
 
   override async listSessions(request: ListSessionsRequest): Promise<ListSessionsResponse> {
@@ -519,7 +550,7 @@ export class StateSessionService extends BaseSessionService {
   #toSession(loaded: LoadResult | HeldLoad): Session {
     const session = this.#fromRecord(loaded.session, loaded.userState, loaded.appState);
     if ('decoded' in loaded) {
-      session.events = loaded.decoded.map(copyEvent);
+      session.events = this.#shareReadEvents ? loaded.decoded.slice() : loaded.decoded.map(copyEvent);
       adoptIndex(session.events, loaded.positions);
     } else {
       session.events = loaded.events.map(decodeEvent);

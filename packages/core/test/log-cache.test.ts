@@ -147,6 +147,59 @@ describe('the cache of recently read logs', () => {
     }
   });
 
+  it('shareReadEvents: whole reads through the cache hand out the same events, frozen through and through, equal to a fresh decode; other reads are as without it', async () => {
+    const { store } = countingStore();
+    const sharing = new StateSessionService(store, { shareReadEvents: true });
+    const uncached = new StateSessionService(store, { logCacheBytes: 0, shareReadEvents: true });
+    await sharing.createSession(key);
+    const session = (await sharing.getSession(key)) as NonNullable<Awaited<ReturnType<typeof sharing.getSession>>>;
+    await sharing.appendEvent({
+      session,
+      event: createEvent({
+        id: 'e1',
+        invocationId: 'i',
+        author: 'a',
+        content: { role: 'model', parts: [{ functionCall: { id: 'c1', name: 'tool', args: { deep: [{ x: 1 }] } } }] },
+        actions: { stateDelta: { k: { list: [1, 2] } } },
+      }),
+    });
+    // The caller's own event is not frozen by its append.
+    expect(Object.isFrozen(session.events[0])).toBe(false);
+    await sharing.appendEvent({ session, event: event(2) });
+    const first = await sharing.getSession(key);
+    const second = await sharing.getSession(key);
+    const fresh = await uncached.getSession(key);
+    expect(first?.events).toEqual(fresh?.events);
+    expect(second?.events).not.toBe(first?.events);
+    const [shared] = first?.events ?? [];
+    if (!shared) throw new Error('the event is read back');
+    expect(second?.events[0]).toBe(shared);
+    expect(Object.getOwnPropertySymbols(shared)).toEqual(Object.getOwnPropertySymbols(createEvent({})));
+    const args = shared.content?.parts?.[0]?.functionCall?.args as { deep: { x: number }[] };
+    for (const value of [
+      shared,
+      shared.content,
+      shared.content?.parts,
+      args,
+      args.deep,
+      args.deep[0],
+      shared.actions,
+    ]) {
+      expect(Object.isFrozen(value)).toBe(true);
+    }
+    expect(Object.isFrozen(shared.actions.stateDelta.k)).toBe(true);
+    expect(() => {
+      (args.deep[0] as { x: number }).x = 2;
+    }).toThrow(TypeError);
+    // Without the cache, and for filtered reads, every read decodes its own events, as without the option.
+    expect(Object.isFrozen(fresh?.events[0])).toBe(false);
+    const recent = await sharing.getSession({ ...key, config: { numRecentEvents: 1 } });
+    expect(Object.isFrozen(recent?.events[0])).toBe(false);
+    expect(() => new StateSessionService(store, { shareReadEvents: 'yes' as unknown as boolean })).toThrow(
+      InvalidArgumentError,
+    );
+  });
+
   it('logCacheBytes: 0 never reads incrementally; a bad size is refused', async () => {
     const { store, calls } = countingStore();
     const service = new StateSessionService(store, { logCacheBytes: 0 });

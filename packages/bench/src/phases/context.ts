@@ -65,6 +65,8 @@ export interface BenchContext {
   readonly clusters: Record<string, ClusterResult>;
   readonly memory: Record<string, MemoryResult>;
   readonly conversation: Record<string, ConversationResult>;
+  /** Workload 9 again on each target's service with `shareReadEvents` (by target id). */
+  readonly conversationShared: Record<string, ConversationResult>;
   /** Workload 10: appends per second on 10-event sessions, by target id. */
   readonly shortAppends: Record<string, Summary>;
   readonly shortAppendErrors: Record<string, string>;
@@ -89,6 +91,7 @@ export function createContext(options: BenchOptions, log: Log): BenchContext {
     clusters: {},
     memory: {},
     conversation: {},
+    conversationShared: {},
     shortAppends: {},
     shortAppendErrors: {},
     clientCpu: {},

@@ -3,34 +3,51 @@
  * target after another (a conversation is one long sample), with the store
  * time per turn at turns 10, 100 and 1,000 and Firestore's documents read.
  */
-import { runConversation } from '../conversation.js';
+import type { BaseSessionService } from '@google/adk';
+import { type ConversationResult, runConversation } from '../conversation.js';
 import type { BenchContext } from './context.js';
 import { collectGarbage, message } from './shared.js';
 
 /** The turns whose figures are kept. */
 export const CONVERSATION_CHECKPOINTS = [10, 100, 1_000] as const;
 
-/** Fills `conversation` for every opened target. */
+/**
+ * Fills `conversation` for every opened target, and `conversationShared`
+ * for those with a service whose whole reads share the cached events.
+ */
 export async function runConversations(context: BenchContext): Promise<void> {
-  const turns = context.sizes.conversationTurns;
   for (const { spec, target } of context.opened) {
-    const appName = `bench-conversation-${context.runId}-${spec.id}`;
-    collectGarbage();
-    try {
-      context.conversation[spec.id] = await runConversation(
-        target.service,
-        appName,
-        turns,
-        CONVERSATION_CHECKPOINTS,
-        target.documentsRead,
+    const runs: [BaseSessionService, Record<string, ConversationResult>, string][] = [
+      [target.service, context.conversation, ''],
+    ];
+    if (target.sharingReads) runs.push([target.sharingReads, context.conversationShared, ' (shareReadEvents)']);
+    for (const [service, into, variant] of runs) {
+      into[spec.id] = await converse(context, service, `${spec.id}${variant ? '-shared' : ''}`, target.documentsRead);
+      const result = into[spec.id] as ConversationResult;
+      const figures = result.points.map((point) => `turn ${point.turn}: ${point.storeMs.median.toFixed(2)} ms`);
+      context.log(
+        result.error
+          ? `  conversation on ${spec.label}${variant} failed: ${result.error}`
+          : `  conversation on ${spec.label}${variant}: ${figures.join(', ')}`,
       );
-      const points = context.conversation[spec.id]?.points ?? [];
-      const figures = points.map((point) => `turn ${point.turn}: ${point.storeMs.median.toFixed(2)} ms`).join(', ');
-      context.log(`  conversation on ${spec.label}: ${figures}`);
-    } catch (error) {
-      context.conversation[spec.id] = { turns, points: [], error: message(error) };
-      context.log(`  conversation on ${spec.label} failed: ${message(error)}`);
     }
   }
   context.log('conversations run');
+}
+
+/** One conversation of the run's length on `service`, in an app of its own; a failure is kept as the result's error. */
+async function converse(
+  context: BenchContext,
+  service: BaseSessionService,
+  name: string,
+  documents: (() => number) | undefined,
+): Promise<ConversationResult> {
+  const turns = context.sizes.conversationTurns;
+  collectGarbage();
+  try {
+    const appName = `bench-conversation-${context.runId}-${name}`;
+    return await runConversation(service, appName, turns, CONVERSATION_CHECKPOINTS, documents);
+  } catch (error) {
+    return { turns, points: [], error: message(error) };
+  }
 }

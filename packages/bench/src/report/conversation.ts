@@ -1,4 +1,5 @@
 /** Workload 9's figures as rows: store time per turn at each checkpoint, and Firestore's documents read. */
+import type { ConversationResult } from '../conversation.js';
 import type { Results } from '../results.js';
 
 export const CONVERSATION_TITLE =
@@ -18,13 +19,8 @@ export function conversationTable(results: Results): { header: string[]; rows: s
     'documents',
   ];
   const rows: string[][] = [];
-  for (const target of results.targets) {
-    const result = conversation[target.id];
-    if (!result) continue;
-    if (result.error) {
-      rows.push([target.label, `failed: ${result.error}`, ...turns.map(() => ''), ''].slice(0, header.length));
-      continue;
-    }
+  const row = (label: string, result: ConversationResult): string[] => {
+    if (result.error) return [label, `failed: ${result.error}`, ...turns.map(() => ''), ''].slice(0, header.length);
     const byTurn = new Map(result.points.map((point) => [point.turn, point]));
     const first = result.points[0];
     const last = result.points[result.points.length - 1];
@@ -33,15 +29,21 @@ export function conversationTable(results: Results): { header: string[]; rows: s
       .filter((point) => point.documentsRead)
       .map((point) => `${point.documentsRead?.median} at ${point.turn.toLocaleString('en-US')}`)
       .join(', ');
-    rows.push([
-      target.label,
+    return [
+      label,
       ...turns.map((turn) => {
         const point = byTurn.get(turn);
         return point ? `${point.storeMs.median.toFixed(2)} ms` : '';
       }),
       growth === undefined ? '' : `${growth.toFixed(2)}×`,
       documents,
-    ]);
+    ];
+  };
+  for (const target of results.targets) {
+    const result = conversation[target.id];
+    if (result) rows.push(row(target.label, result));
+    const shared = results.conversationShared?.[target.id];
+    if (shared) rows.push(row(`${target.label}, shareReadEvents`, shared));
   }
   return { header, rows };
 }

@@ -36,6 +36,7 @@ export const firestoreStore = defineTarget<FirestoreBackend>({
     const seeding = await import('@adk-state/adapter-firestore/seed');
     return {
       service,
+      sharingReads: new FirestoreSessionService({ firestore, rootCollection: ROOT_COLLECTION, shareReadEvents: true }),
       documentsRead: () => documents,
       // The adapter's own bulk seeder writes the documents its appends would write.
       seed: adapterSeeder(seeding, service.store),

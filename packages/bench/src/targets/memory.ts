@@ -11,6 +11,7 @@ export const memoryStore = defineTarget({
   async open() {
     return {
       service: new MemorySessionService(),
+      sharingReads: new MemorySessionService({ shareReadEvents: true }),
       fresh: () => new MemorySessionService(),
       roundTrips: 'in-process' as const,
       async close() {},

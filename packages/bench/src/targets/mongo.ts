@@ -22,9 +22,12 @@ async function openMongo(backend: MongoBackend): Promise<OpenTarget> {
   });
   const service = new MongoSessionService({ client, dbName: 'adk_state_bench' });
   await service.ready();
+  const sharingReads = new MongoSessionService({ client, dbName: 'adk_state_bench', shareReadEvents: true });
+  await sharingReads.ready();
   const bulk = service.store.usesBulkWrite;
   return {
     service,
+    sharingReads,
     // The adapter's own bulk seeder writes the documents its appends would write.
     seed: adapterSeeder(seeding, service.store),
     details: bulk

@@ -19,6 +19,7 @@ export const redisStore = defineTarget<RedisBackend>({
     const clusterState = backend.cluster;
     return {
       service,
+      sharingReads: new RedisSessionService({ client, keyPrefix: 'bench:', shareReadEvents: true }),
       cluster: async (sizes) => {
         if (!('nodes' in clusterState)) {
           return {

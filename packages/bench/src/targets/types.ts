@@ -74,6 +74,12 @@ export interface OpenTarget {
   clientCpu?: (options: { runId: string; repetitions: number; minSampleMs: number }) => Promise<ClientCpuResult>;
   /** Extra facts printed with the results (settings of this target). */
   details?: string;
+  /**
+   * The same store's service made with `shareReadEvents: true` (whole reads
+   * hand out the cached events, frozen, instead of copies): workload 9 runs a
+   * second conversation on it.
+   */
+  sharingReads?: BaseSessionService;
   /** Documents the backend has sent so far (Firestore: what reads are billed by); absent when not counted. */
   documentsRead?: () => number;
   close(): Promise<void>;

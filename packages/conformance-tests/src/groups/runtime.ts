@@ -254,98 +254,104 @@ export const runtime: Group = {
       expect(await service.getAppState({ appName })).toEqual({});
     });
 
-    test('a multi-turn Runner conversation with tools and several agents stores exactly the events it yielded', async (kit) => {
-      const { service, session, appName } = await kit.fresh({ userId: 'alice', sessionId: 'chat' });
-      const countVisit = stateTool('count_visit', (state) => {
-        const visits = (state.get('visits', 0) as number) + 1;
-        state.set('visits', visits);
-        state.set('temp:visit', visits);
-        return { visits };
-      });
-      const rememberUser = stateTool('remember_user', (state) => {
-        state.set('user:seen', true);
-        state.set('app:visitors', (state.get('app:visitors', 0) as number) + 1);
-        return { ok: true };
-      });
-      const clerkModel = new ScriptedModel([
-        callTool('count_visit'),
-        callTool('remember_user'),
-        say('hello'),
-        callTool('count_visit'),
-        say('again'),
-        callTool('count_visit'),
-        say('third'),
-      ]);
-      const scribeModel = new ScriptedModel([say('summary 1'), say('summary 2'), say('summary 3')]);
-      const root = pipeline('desk', [
-        scriptedAgent({
-          name: 'clerk',
-          model: clerkModel,
-          instruction: 'Visits so far: {visits?}',
-          outputKey: 'temp:greeting',
-          tools: [countVisit, rememberUser],
-        }),
-        scriptedAgent({
-          name: 'scribe',
-          model: scribeModel,
-          instruction: 'Visit {visits} ({temp:visit}); greeting {temp:greeting}; seen {user:seen?}',
-          outputKey: 'summary',
-        }),
-      ]);
-      const runner = runnerFor(appName, root, service);
+    // Once as every service reads, once with whole reads sharing the cached events, frozen.
+    for (const [suffix, serviceOptions] of [
+      ['', {}],
+      [' (whole reads sharing frozen events)', { shareReadEvents: true }],
+    ] as const) {
+      test(`a multi-turn Runner conversation with tools and several agents stores exactly the events it yielded${suffix}`, async (kit) => {
+        const { service, session, appName } = await kit.fresh({ userId: 'alice', sessionId: 'chat', serviceOptions });
+        const countVisit = stateTool('count_visit', (state) => {
+          const visits = (state.get('visits', 0) as number) + 1;
+          state.set('visits', visits);
+          state.set('temp:visit', visits);
+          return { visits };
+        });
+        const rememberUser = stateTool('remember_user', (state) => {
+          state.set('user:seen', true);
+          state.set('app:visitors', (state.get('app:visitors', 0) as number) + 1);
+          return { ok: true };
+        });
+        const clerkModel = new ScriptedModel([
+          callTool('count_visit'),
+          callTool('remember_user'),
+          say('hello'),
+          callTool('count_visit'),
+          say('again'),
+          callTool('count_visit'),
+          say('third'),
+        ]);
+        const scribeModel = new ScriptedModel([say('summary 1'), say('summary 2'), say('summary 3')]);
+        const root = pipeline('desk', [
+          scriptedAgent({
+            name: 'clerk',
+            model: clerkModel,
+            instruction: 'Visits so far: {visits?}',
+            outputKey: 'temp:greeting',
+            tools: [countVisit, rememberUser],
+          }),
+          scriptedAgent({
+            name: 'scribe',
+            model: scribeModel,
+            instruction: 'Visit {visits} ({temp:visit}); greeting {temp:greeting}; seen {user:seen?}',
+            outputKey: 'summary',
+          }),
+        ]);
+        const runner = runnerFor(appName, root, service);
 
-      const messages = ['hi', 'hi again', 'one more'];
-      const expectedLog: string[] = [];
-      const userEventAt: number[] = [];
-      for (const message of messages) {
-        let yielded: Event[] = [];
-        let failure: unknown;
-        try {
-          yielded = await turn(runner, 'alice', 'chat', message);
-        } catch (error) {
-          failure = error;
+        const messages = ['hi', 'hi again', 'one more'];
+        const expectedLog: string[] = [];
+        const userEventAt: number[] = [];
+        for (const message of messages) {
+          let yielded: Event[] = [];
+          let failure: unknown;
+          try {
+            yielded = await turn(runner, 'alice', 'chat', message);
+          } catch (error) {
+            failure = error;
+          }
+          expect(failure, `turn "${message}" failed`).toBeUndefined();
+          expect(errorsOf(yielded)).toEqual([]);
+          userEventAt.push(expectedLog.length);
+          expectedLog.push('(user)');
+          expectedLog.push(...yielded.map((event) => event.id));
         }
-        expect(failure, `turn "${message}" failed`).toBeUndefined();
-        expect(errorsOf(yielded)).toEqual([]);
-        userEventAt.push(expectedLog.length);
-        expectedLog.push('(user)');
-        expectedLog.push(...yielded.map((event) => event.id));
-      }
-      clerkModel.assertDrained();
-      scribeModel.assertDrained();
-      expect(clerkModel.instructions).toEqual([
-        'Visits so far: ',
-        'Visits so far: 1',
-        'Visits so far: 1',
-        'Visits so far: 1',
-        'Visits so far: 2',
-        'Visits so far: 2',
-        'Visits so far: 3',
-      ]);
-      expect(scribeModel.instructions).toEqual([
-        'Visit 1 (1); greeting hello; seen true',
-        'Visit 2 (2); greeting again; seen true',
-        'Visit 3 (3); greeting third; seen true',
-      ]);
+        clerkModel.assertDrained();
+        scribeModel.assertDrained();
+        expect(clerkModel.instructions).toEqual([
+          'Visits so far: ',
+          'Visits so far: 1',
+          'Visits so far: 1',
+          'Visits so far: 1',
+          'Visits so far: 2',
+          'Visits so far: 2',
+          'Visits so far: 3',
+        ]);
+        expect(scribeModel.instructions).toEqual([
+          'Visit 1 (1); greeting hello; seen true',
+          'Visit 2 (2); greeting again; seen true',
+          'Visit 3 (3); greeting third; seen true',
+        ]);
 
-      const stored = await kit.reload(session);
-      const storedIds = ids(stored);
-      expect(storedIds).toHaveLength(expectedLog.length);
-      userEventAt.forEach((index, n) => {
-        expect(stored.events[index]?.author).toBe('user');
-        expect(textOf(stored.events[index])).toBe(messages[n]);
-        expectedLog[index] = storedIds[index] as string;
+        const stored = await kit.reload(session);
+        const storedIds = ids(stored);
+        expect(storedIds).toHaveLength(expectedLog.length);
+        userEventAt.forEach((index, n) => {
+          expect(stored.events[index]?.author).toBe('user');
+          expect(textOf(stored.events[index])).toBe(messages[n]);
+          expectedLog[index] = storedIds[index] as string;
+        });
+        expect(storedIds).toEqual(expectedLog);
+        expect(new Set(storedIds).size).toBe(storedIds.length);
+        expect(storedDeltaKeys(stored).filter((key) => key.startsWith('temp:'))).toEqual([]);
+        expect(plain(stored.state)).toEqual({
+          visits: 3,
+          summary: 'summary 3',
+          'user:seen': true,
+          'app:visitors': 1,
+        });
       });
-      expect(storedIds).toEqual(expectedLog);
-      expect(new Set(storedIds).size).toBe(storedIds.length);
-      expect(storedDeltaKeys(stored).filter((key) => key.startsWith('temp:'))).toEqual([]);
-      expect(plain(stored.state)).toEqual({
-        visits: 3,
-        summary: 'summary 3',
-        'user:seen': true,
-        'app:visitors': 1,
-      });
-    });
+    }
 
     test('two parallel branches writing one key: the branch that wrote last keeps it as stored, in every scope, as ADK keeps it in the running session', async (kit) => {
       const { service, session, appName } = await kit.fresh({ userId: 'alice', sessionId: 's1' });
