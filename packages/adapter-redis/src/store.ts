@@ -36,6 +36,7 @@ import type {
   StoreCall,
   StoredEvent,
 } from '@adk-state/core/store';
+import { UnreadableDataError } from '@adk-state/core/store';
 import { listAppNames } from './apps.js';
 import { type CommandClient, Connection, type ReplicaWait } from './connection.js';
 import {
@@ -849,9 +850,17 @@ function encodeEntry(event: StoredEvent): string {
 function decodeEntry(entry: string): StoredEvent {
   const space = entry.indexOf(' ');
   const newline = entry.indexOf('\n', space);
-  return {
-    timestamp: Number(entry.slice(0, space)),
-    id: JSON.parse(entry.slice(space + 1, newline)) as string,
-    json: entry.slice(newline + 1),
-  };
+  const timestamp = Number(entry.slice(0, space));
+  let id: unknown;
+  try {
+    id = JSON.parse(entry.slice(space + 1, newline));
+  } catch {
+    id = undefined;
+  }
+  if (space <= 0 || newline < 0 || !Number.isFinite(timestamp) || typeof id !== 'string') {
+    throw new UnreadableDataError(
+      `a log entry is not <timestamp> <id as JSON> and the event: ${JSON.stringify(entry.slice(0, 60))}`,
+    );
+  }
+  return { timestamp, id, json: entry.slice(newline + 1) };
 }

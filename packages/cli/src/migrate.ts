@@ -241,9 +241,15 @@ function describe(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
-/** A failure that ends the run at once: the backend refused the configuration, or the connection is gone. */
+/**
+ * A failure that ends the run at once: the backend refused the configuration,
+ * or the connection is gone. One session's unreadable data fails that session only.
+ */
 function isFatal(error: unknown): boolean {
-  if (isAdkStateError(error, 'BACKEND_ERROR') && (error as BackendError).kind !== 'outage') return true;
+  if (isAdkStateError(error, 'BACKEND_ERROR')) {
+    const { kind } = error as BackendError;
+    if (kind === 'authentication' || kind === 'unknown-database') return true;
+  }
   const problem = problemOf(error);
   return (
     problem === 'authentication' ||

@@ -14,6 +14,7 @@ import { RedisSessionService } from '@adk-state/adapter-redis';
 import { startStandIn } from '@adk-state/mongo-standin';
 import { type RedisServer, startRedisServer } from '@adk-state/test-servers/redis';
 import { type BaseSessionService, createEvent, type Session } from '@google/adk';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sessionServiceFromUri } from '../src/index.js';
 import { runCli, startCli, startCliOnTerminal } from './support/cli-process.js';
@@ -163,6 +164,35 @@ describe('adk-state migrate, run again on a target that took writes', () => {
       expect(run.stdout).toContain("kept the target's user:plan");
       expect(await target.service.getUserState({ appName: 'shop', userId: 'cy' })).toEqual({ plan: 'team' });
     } finally {
+      await Promise.all([source.service.close(), target.service.close()]);
+    }
+  });
+
+  it('a source session whose stored data cannot be read fails alone, named as unreadable; the others are copied', async () => {
+    const source = redisDb(redis, 6);
+    const target = redisDb(redis, 7);
+    const raw = new Redis(source.uri);
+    try {
+      for (const sessionId of ['sa', 'sbad', 'sc']) {
+        const key = { appName: 'damaged', userId: 'ada', sessionId };
+        await source.service.createSession({ ...key, state: { n: 0 } });
+        await write(source.service, key, T0 + 1, { n: 1 });
+      }
+      // The log of one session changed outside adk-state: its one entry is no longer an event.
+      const logs: string[] = [];
+      for (const name of await raw.keys('*sbad*')) if ((await raw.type(name)) === 'list') logs.push(name);
+      expect(logs).toHaveLength(1);
+      await raw.lset(logs[0] as string, 0, 'not an entry');
+      const run = await runCli(['migrate', '--from', source.uri, '--to', target.uri, '--app', 'damaged']);
+      expect(run.code, run.stdout + run.stderr).toBe(1);
+      expect(run.stdout + run.stderr).toMatch(/failed: .*sbad.*Stored data could not be read/);
+      for (const sessionId of ['sa', 'sc']) {
+        const copied = await target.service.getSession({ appName: 'damaged', userId: 'ada', sessionId });
+        expect(copied?.state).toEqual({ n: 1 });
+      }
+      expect(await target.service.getSession({ appName: 'damaged', userId: 'ada', sessionId: 'sbad' })).toBeUndefined();
+    } finally {
+      raw.disconnect();
       await Promise.all([source.service.close(), target.service.close()]);
     }
   });

@@ -114,6 +114,8 @@ export interface BackendErrorOptions {
    * What kind of failure it is. Default `'outage'`. `'authentication'` and
    * `'unknown-database'` are refusals of the store's configuration, not of
    * one request: nothing was written, and a retry fails the same way.
+   * `'unreadable-data'`: what the backend holds is not what adk-state
+   * writes; `mayHaveApplied` defaults to false for it.
    */
   kind?: BackendFailureKind;
 }
@@ -122,9 +124,12 @@ export interface BackendErrorOptions {
  * The kinds of {@link BackendError}: `'outage'` (the backend failed or did not
  * answer: retrying later may succeed), `'authentication'` (the backend refused
  * the credentials or their rights), `'unknown-database'` (the database the
- * store names does not exist on the server).
+ * store names does not exist on the server), `'unreadable-data'` (a stored
+ * record could not be decoded, such as an event's or a state value's text
+ * that is not JSON: changed or damaged outside adk-state, so a retry fails
+ * the same way until the record is repaired or removed).
  */
-export type BackendFailureKind = 'outage' | 'authentication' | 'unknown-database';
+export type BackendFailureKind = 'outage' | 'authentication' | 'unknown-database' | 'unreadable-data';
 
 /**
  * The backend failed (connection lost, refused command) or did not answer in
@@ -146,13 +151,21 @@ export class BackendError extends AdkStateError {
 
   constructor(operation: string, cause: unknown, options: BackendErrorOptions = {}) {
     const kind = options.kind ?? 'outage';
-    const mayHaveApplied = kind === 'outage' ? (options.mayHaveApplied ?? true) : false;
+    const mayHaveApplied =
+      kind === 'outage'
+        ? (options.mayHaveApplied ?? true)
+        : kind === 'unreadable-data'
+          ? (options.mayHaveApplied ?? false)
+          : false;
     const reason = cause instanceof Error ? cause.message : String(cause);
     let message: string;
     if (kind === 'authentication') {
       message = `The storage backend refused the credentials during ${operation}: ${reason}. Nothing was written; check the user and password the store connects with (a retry fails the same way).`;
     } else if (kind === 'unknown-database') {
       message = `The storage backend has no such database (during ${operation}): ${reason}. Nothing was written; name a database the server has.`;
+    } else if (kind === 'unreadable-data') {
+      const outcome = mayHaveApplied ? 'The write was made before the read that failed.' : 'Nothing was written.';
+      message = `Stored data could not be read during ${operation}: ${reason}. ${outcome} The record is not what adk-state writes (changed or damaged outside it); a retry fails the same way until it is repaired or removed.`;
     } else {
       const outcome = mayHaveApplied
         ? 'The write may have been applied: reload the session (getSession) to see before retrying.'
@@ -164,6 +177,19 @@ export class BackendError extends AdkStateError {
     this.mayHaveApplied = mayHaveApplied;
     this.timedOut = options.timedOut ?? false;
     this.kind = kind;
+  }
+}
+
+/**
+ * Thrown by a decode of stored data that is not what adk-state writes (an
+ * event's or a state value's text that is not JSON, a malformed record). The
+ * service turns it into a {@link BackendError} of kind `'unreadable-data'`;
+ * a store that decodes records of its own may throw it too.
+ */
+export class UnreadableDataError extends Error {
+  constructor(what: string, options?: { cause?: unknown }) {
+    super(what, options);
+    this.name = 'UnreadableDataError';
   }
 }
 

@@ -4,7 +4,7 @@
  */
 import * as adk from '@google/adk';
 import { createEvent, type Event, type EventActions } from '@google/adk';
-import { InvalidArgumentError } from './errors.js';
+import { InvalidArgumentError, UnreadableDataError } from './errors.js';
 import { defineEntry, encodeChecked, type JsonRules, MAX_VALUE_DEPTH } from './values.js';
 
 /**
@@ -91,7 +91,14 @@ const MARK_VALUES = (() => {
 
 /** Rebuilds a real ADK event (marked by `createEvent`) from its stored form. */
 export function decodeEvent(stored: StoredEvent): Event {
-  return decodeWith(stored);
+  try {
+    return decodeWith(stored);
+  } catch (error) {
+    const why = error instanceof Error ? error.message : String(error);
+    throw new UnreadableDataError(`the stored text of event ${JSON.stringify(stored.id)} is not an event (${why})`, {
+      cause: error,
+    });
+  }
 }
 
 /** The decode through `createEvent` itself: a copy of the parsed object with ADK's defaults. */

@@ -24,6 +24,7 @@ import {
   InvalidArgumentError,
   SessionNotFoundError,
   StaleSessionError,
+  UnreadableDataError,
 } from './errors.js';
 import {
   assertStorableEvent,
@@ -220,7 +221,8 @@ export class StateSessionService extends BaseSessionService {
       id,
       appName,
       userId,
-      state: combineState(writes.session, result.userState, result.appState),
+      // Created already: a bucket that cannot be read fails the call, saying so.
+      state: decodeStored('createSession', true, () => combineState(writes.session, result.userState, result.appState)),
       events: [],
       lastUpdateTime: createTime,
     };
@@ -259,7 +261,7 @@ export class StateSessionService extends BaseSessionService {
       whole && this.#logCache ? this.#loadWhole(this.#logCache, key, call) : this.store.loadSession(key, filter, call),
     );
     if (!loaded) return undefined;
-    return this.#toSession(loaded);
+    return decodeStored('getSession', false, () => this.#toSession(loaded));
   }
 
   /**
@@ -324,10 +326,9 @@ export class StateSessionService extends BaseSessionService {
   override async listSessions(request: ListSessionsRequest): Promise<ListSessionsResponse> {
     const query = toListQuery(request);
     const result = await this.#call('listSessions', READ, query, (call) => this.store.listSessions(query, call));
-    const sessions = result.sessions.map((record) => {
-      const session = this.#fromRecord(record, result.userStates.get(record.userId), result.appState);
-      return session;
-    });
+    const sessions = decodeStored('listSessions', false, () =>
+      result.sessions.map((record) => this.#fromRecord(record, result.userStates.get(record.userId), result.appState)),
+    );
     return { sessions, ...pageInfo(request, result.totalItems) };
   }
 
@@ -531,7 +532,7 @@ export class StateSessionService extends BaseSessionService {
     const bucket = await this.#call('getUserState', READ, { appName, userId }, (call) =>
       this.store.readUserState(appName, userId, call),
     );
-    return bucketToObject(bucket);
+    return decodeStored('getUserState', false, () => bucketToObject(bucket));
   }
 
   /** The un-prefixed app bucket of `appName`; `{}` when empty. */
@@ -539,7 +540,7 @@ export class StateSessionService extends BaseSessionService {
     assertNonEmptyString('appName', request?.appName);
     const { appName } = request;
     const bucket = await this.#call('getAppState', READ, { appName }, (call) => this.store.readAppState(appName, call));
-    return bucketToObject(bucket);
+    return decodeStored('getAppState', false, () => bucketToObject(bucket));
   }
 
   /** Releases what the store opened itself. */
@@ -608,7 +609,8 @@ export class StateSessionService extends BaseSessionService {
       deadline,
     );
     if (!loaded) throw new SessionNotFoundError(key.sessionId);
-    const fresh = this.#toSession(loaded);
+    // Before this append's write: nothing was written.
+    const fresh = decodeStored('appendEvent', false, () => this.#toSession(loaded));
     const state = session.state as Record<string, unknown>;
     for (const stateKey of Object.keys(state)) {
       if (scopeOf(stateKey) !== 'temp') delete state[stateKey];
@@ -650,6 +652,7 @@ export class StateSessionService extends BaseSessionService {
       return await deadline.run(usage ? () => run(deadline.withUsage(usage)) : run);
     } catch (error) {
       if (error instanceof AdkStateError) throw error;
+      if (error instanceof UnreadableDataError) throw unreadable(operation, error, false);
       const write = kind === WRITE;
       if (error instanceof DeadlineExceeded) {
         throw new BackendError(operation, error, { mayHaveApplied: write && error.started, timedOut: true });
@@ -670,6 +673,24 @@ function logCacheKey(key: SessionKey): string {
 interface HeldLoad extends Omit<LoadResult, 'events' | 'logMark'> {
   decoded: readonly Event[];
   positions: ReadonlyMap<string, number>;
+}
+
+/** A failure to decode stored data as the typed error it is. */
+function unreadable(operation: string, error: UnreadableDataError, mayHaveApplied: boolean): BackendError {
+  return new BackendError(operation, error, { kind: 'unreadable-data', mayHaveApplied });
+}
+
+/**
+ * Runs `decode` on data a store returned; stored data that cannot be decoded
+ * fails `operation` with a {@link BackendError} of kind `'unreadable-data'`.
+ */
+function decodeStored<T>(operation: string, mayHaveApplied: boolean, decode: () => T): T {
+  try {
+    return decode();
+  } catch (error) {
+    if (error instanceof UnreadableDataError) throw unreadable(operation, error, mayHaveApplied);
+    throw error;
+  }
 }
 
 /**

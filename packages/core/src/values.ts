@@ -3,7 +3,7 @@
  * Every value is checked before anything is written, and a rejected value
  * names the state key and the path inside it.
  */
-import { StateValueError } from './errors.js';
+import { StateValueError, UnreadableDataError } from './errors.js';
 
 /** A JSON value, the only thing that session state may hold. */
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
@@ -254,7 +254,11 @@ export function encodeValue(value: JsonValue): string {
  * own-property definitions, so a key such as `__proto__` stays an ordinary key.
  */
 export function decodeValue(text: string): JsonValue {
-  return JSON.parse(text) as JsonValue;
+  try {
+    return JSON.parse(text) as JsonValue;
+  } catch (error) {
+    throw new UnreadableDataError(`a stored state value is not JSON (${(error as Error).message})`, { cause: error });
+  }
 }
 
 /**

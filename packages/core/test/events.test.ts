@@ -2,7 +2,7 @@ import { createEvent, type Event } from '@google/adk';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { DECODE_MODE, decodeEvent } from '../src/events.js';
-import { type StoredEvent, selectEvents } from '../src/store-kit.js';
+import { type StoredEvent, selectEvents, UnreadableDataError } from '../src/store-kit.js';
 
 const log = [5, 1, 7, 8, 3, 9].map((timestamp, i) => ({ id: `e${i}`, timestamp }));
 const ids = (events: Array<{ id: string }>) => events.map((e) => e.id);
@@ -90,7 +90,7 @@ describe('decodeEvent', () => {
       const stored = { id: 'e', timestamp: 1, json };
       expect(shape(decodeEvent(stored))).toEqual(shape(throughCreateEvent(stored)));
     }
-    expect(() => decodeEvent({ id: 'e', timestamp: 1, json: 'null' })).toThrow(TypeError);
+    expect(() => decodeEvent({ id: 'e', timestamp: 1, json: 'null' })).toThrow(UnreadableDataError);
   });
 
   it('shares nothing between two decodes of one text', () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidArgumentError, MAX_VALUE_DEPTH, StateValueError } from '../src/index.js';
 import { combineState } from '../src/scopes.js';
-import { assertPositiveNumber, expiryOf, splitState } from '../src/store-kit.js';
+import { assertPositiveNumber, expiryOf, splitState, UnreadableDataError } from '../src/store-kit.js';
 import { assertJsonValue, encodeChecked, findNonJson } from '../src/values.js';
 
 function rejection(value: unknown): { path: string; message: string } {
@@ -224,9 +224,9 @@ describe('the combined state, decoded in one parse', () => {
         undefined,
       ),
     ).toEqual({ a: 1, b: 'x' });
-    expect(() => combineState(new Map([['a', '1,"b":2']]), undefined, undefined)).toThrow(SyntaxError);
-    expect(() => combineState(new Map([['a', '1,"a":2']]), undefined, undefined)).toThrow(SyntaxError);
-    expect(() => combineState(new Map([['a', '{']]), undefined, undefined)).toThrow(SyntaxError);
-    expect(() => combineState(new Map([['a', '1,2']]), undefined, new Map([['b', '3']]))).toThrow(SyntaxError);
+    expect(() => combineState(new Map([['a', '1,"b":2']]), undefined, undefined)).toThrow(UnreadableDataError);
+    expect(() => combineState(new Map([['a', '1,"a":2']]), undefined, undefined)).toThrow(UnreadableDataError);
+    expect(() => combineState(new Map([['a', '{']]), undefined, undefined)).toThrow(UnreadableDataError);
+    expect(() => combineState(new Map([['a', '1,2']]), undefined, new Map([['b', '3']]))).toThrow(UnreadableDataError);
   });
 });

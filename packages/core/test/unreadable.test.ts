@@ -1,0 +1,128 @@
+/**
+ * Stored data that is not what adk-state writes (an event's or a state
+ * value's text that is not JSON): every method that reads it fails with a
+ * BackendError of kind 'unreadable-data', saying honestly whether its write
+ * was made, on every path (through the log cache and without it), never
+ * with a raw SyntaxError.
+ */
+import { createEvent, type Session } from '@google/adk';
+import { describe, expect, it } from 'vitest';
+import { BackendError, isAdkStateError, StateSessionService } from '../src/index.js';
+import type { Bucket, LoadResult, SessionStore, StoredEvent } from '../src/store-kit.js';
+
+/** One stored session whose texts the test chooses; writes are accepted and change nothing. */
+function storeHolding(texts: { event?: string; sessionValue?: string; userValue?: string; appValue?: string }) {
+  const bucket = (text: string | undefined): Bucket => new Map(text === undefined ? [] : [['k', text]]);
+  const events = (): StoredEvent[] => [{ id: 'e1', timestamp: 1, json: texts.event ?? '{"author":"a"}' }];
+  let revision = 5;
+  const load = (): LoadResult => ({
+    session: {
+      id: 's',
+      appName: 'a',
+      userId: 'u',
+      lastUpdateTime: 1,
+      revision,
+      state: bucket(texts.sessionValue),
+    },
+    userState: bucket(texts.userValue),
+    appState: bucket(texts.appValue),
+    events: events(),
+    logMark: 'life-1',
+  });
+  return {
+    async createSession() {
+      return { status: 'created', userState: bucket(texts.userValue), appState: bucket(texts.appValue) };
+    },
+    async appendEvent(input: { expectedRevision: number }) {
+      if (input.expectedRevision !== revision) return { status: 'stale', revision };
+      revision++;
+      return { status: 'ok' };
+    },
+    async loadSession() {
+      return load();
+    },
+    async loadSessionSince() {
+      return { ...load(), restart: true };
+    },
+    async deleteSession() {},
+    async listSessions() {
+      const { session, userState, appState } = load();
+      return { totalItems: 1, sessions: [session], userStates: new Map([['u', userState]]), appState };
+    },
+    async readUserState() {
+      return bucket(texts.userValue);
+    },
+    async readAppState() {
+      return bucket(texts.appValue);
+    },
+  } as unknown as SessionStore;
+}
+
+const key = { appName: 'a', userId: 'u', sessionId: 's' };
+
+async function expectUnreadable(promise: Promise<unknown>, operation: string, mayHaveApplied = false): Promise<void> {
+  const error = await promise.then(
+    () => undefined,
+    (caught: unknown) => caught,
+  );
+  expect(error).toBeInstanceOf(BackendError);
+  expect(isAdkStateError(error, 'BACKEND_ERROR')).toBe(true);
+  const backend = error as BackendError;
+  expect(backend.kind).toBe('unreadable-data');
+  expect(backend.operation).toBe(operation);
+  expect(backend.mayHaveApplied).toBe(mayHaveApplied);
+  expect(backend.timedOut).toBe(false);
+  expect(backend.message).toContain('a retry fails the same way');
+  expect(backend.message).not.toContain('retry when the backend is reachable');
+}
+
+describe('stored data that is not what adk-state writes', () => {
+  it("an event's text that is not JSON fails getSession as unreadable data, through the log cache and without it", async () => {
+    for (const event of ['{"author": "a"', 'not json', '']) {
+      for (const logCacheBytes of [0, 1 << 20]) {
+        for (const shareReadEvents of [false, true]) {
+          const service = new StateSessionService(storeHolding({ event }), { logCacheBytes, shareReadEvents });
+          await expectUnreadable(service.getSession(key), 'getSession');
+          // The same again: nothing was kept of the failed read.
+          await expectUnreadable(service.getSession(key), 'getSession');
+        }
+      }
+      const filtered = new StateSessionService(storeHolding({ event }));
+      await expectUnreadable(filtered.getSession({ ...key, config: { numRecentEvents: 1 } }), 'getSession');
+    }
+  });
+
+  it('a state value that is not JSON fails every read of it as unreadable data', async () => {
+    for (const texts of [{ sessionValue: '{' }, { userValue: 'undefined' }, { appValue: "'x'" }]) {
+      for (const logCacheBytes of [0, 1 << 20]) {
+        const service = new StateSessionService(storeHolding(texts), { logCacheBytes });
+        await expectUnreadable(service.getSession(key), 'getSession');
+        await expectUnreadable(service.listSessions({ appName: 'a' }), 'listSessions');
+      }
+    }
+    const service = new StateSessionService(storeHolding({ userValue: '[1,', appValue: 'NaN' }));
+    await expectUnreadable(service.getUserState({ appName: 'a', userId: 'u' }), 'getUserState');
+    await expectUnreadable(service.getAppState({ appName: 'a' }), 'getAppState');
+  });
+
+  it('createSession that stored the session but cannot read the buckets it returned says its write was made', async () => {
+    const service = new StateSessionService(storeHolding({ appValue: '{"open":' }));
+    await expectUnreadable(service.createSession({ appName: 'a', userId: 'u' }), 'createSession', true);
+  });
+
+  it('an append that reloads a stale session it cannot read says nothing was written', async () => {
+    const service = new StateSessionService(storeHolding({ event: 'oops' }), { onStale: 'reload' });
+    const stale: Session = { id: 's', appName: 'a', userId: 'u', state: {}, events: [], lastUpdateTime: 0 };
+    const event = createEvent({ id: 'new', author: 'a', actions: { stateDelta: { n: 1 } } });
+    await expectUnreadable(service.appendEvent({ session: stale, event }), 'appendEvent');
+    expect(stale.events).toEqual([]);
+    expect(stale.state).toEqual({});
+  });
+
+  it('readable data reads as before', async () => {
+    const service = new StateSessionService(storeHolding({ sessionValue: '1', userValue: '"u"', appValue: '[2]' }));
+    const read = await service.getSession(key);
+    expect(read?.state).toEqual({ k: 1, 'user:k': 'u', 'app:k': [2] });
+    expect(read?.events.map((event) => event.id)).toEqual(['e1']);
+  });
+});
