@@ -4,6 +4,7 @@
  * many documents.
  */
 import type { ConversationPoint } from './conversation.js';
+import { netGrowth } from './report/conversation.js';
 import { formatRatio } from './report/format.js';
 import type { Check, Results } from './results.js';
 
@@ -72,7 +73,12 @@ export function conversationChecks(results: Results): Check[] {
       const first = pointAt(results, target, early, shared);
       const last = pointAt(results, target, late, shared);
       const ratio = first && last && first.storeMs.median > 0 ? last.storeMs.median / first.storeMs.median : undefined;
-      const figures = `${first?.storeMs.median.toFixed(2)} ms at turn ${early} (${first?.events} events), ${last?.storeMs.median.toFixed(2)} ms at turn ${late} (${last?.events} events)`;
+      const net = netGrowth(first, last);
+      const netFigures =
+        net === undefined
+          ? ''
+          : `; less the garbage collector's pauses that fell inside the store's calls, ${first?.storeMsNetOfGc?.median.toFixed(2)} ms and ${last?.storeMsNetOfGc?.median.toFixed(2)} ms (${formatRatio(net)}): the collector runs when the heap asks, and at turn ${late} the Runner's own work on ${last?.events} events fills it`;
+      const figures = `${first?.storeMs.median.toFixed(2)} ms at turn ${early} (${first?.events} events), ${last?.storeMs.median.toFixed(2)} ms at turn ${late} (${last?.events} events)${netFigures}`;
       checks.push(
         evaluate(
           {

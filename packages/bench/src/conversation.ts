@@ -7,6 +7,8 @@
  * turn is the time spent inside the session service's methods during it;
  * the model and the Runner's own work are left out.
  */
+
+import { PerformanceObserver } from 'node:perf_hooks';
 import {
   BaseLlm,
   type BaseLlmConnection,
@@ -26,6 +28,13 @@ export interface ConversationPoint {
   turn: number;
   /** Milliseconds inside the session service during a turn, over the turns just before and at `turn`. */
   storeMs: Summary;
+  /**
+   * The same, less the garbage collector's pauses that fell inside the
+   * service's calls (the collector runs when the heap asks, whoever filled
+   * it: the Runner's own work of a long conversation lands in the store's
+   * calls too); absent in older results.
+   */
+  storeMsNetOfGc?: Summary;
   /** Backend documents (Firestore) read per turn, over the same turns; absent when not counted. */
   documentsRead?: Summary;
   /** Events in the session at the start of the turn. */
@@ -63,11 +72,18 @@ class ConversationModel extends BaseLlm {
   }
 }
 
+/** Time spent in the service's calls during a turn, and when each call ran. */
+interface Spent {
+  ms: number;
+  /** Start and end (performance.now()) of each call of the turn. */
+  calls: [number, number][];
+}
+
 /**
  * A view of `service` whose methods add the time they take to `spent`
  * (the Runner gets this view; the service itself is unchanged).
  */
-function timed(service: BaseSessionService, spent: { ms: number }): BaseSessionService {
+function timed(service: BaseSessionService, spent: Spent): BaseSessionService {
   return new Proxy(service, {
     get(target, property, receiver) {
       const value = Reflect.get(target, property, receiver);
@@ -77,7 +93,9 @@ function timed(service: BaseSessionService, spent: { ms: number }): BaseSessionS
         try {
           return await value.apply(target, args);
         } finally {
-          spent.ms += performance.now() - started;
+          const ended = performance.now();
+          spent.ms += ended - started;
+          spent.calls.push([started, ended]);
         }
       };
     },
@@ -97,7 +115,8 @@ export async function runConversation(
   checkpoints: readonly number[],
   documents?: () => number,
 ): Promise<ConversationResult> {
-  const spent = { ms: 0 };
+  const spent: Spent = { ms: 0, calls: [] };
+  const pauses = collectorPauses();
   let turnNumber = 0;
   const tool = new FunctionTool({
     name: 'take_note',
@@ -125,11 +144,13 @@ export async function runConversation(
     for (let turn = Math.max(1, checkpoint - WINDOW + 1); turn <= checkpoint; turn++) wanted.add(turn);
   }
   const store = new Map<number, number>();
+  const storeNet = new Map<number, number>();
   const docs = new Map<number, number>();
   const eventsAt = new Map<number, number>();
   let events = 0;
   for (turnNumber = 1; turnNumber <= turns; turnNumber++) {
     spent.ms = 0;
+    spent.calls = [];
     const documentsBefore = documents?.() ?? 0;
     for await (const event of runner.runAsync({
       userId,
@@ -139,12 +160,15 @@ export async function runConversation(
       if (event.partial !== true) events++;
     }
     events++; // the user's message
+    const paused = await pauses.within(spent.calls);
     if (wanted.has(turnNumber)) {
       store.set(turnNumber, spent.ms);
+      storeNet.set(turnNumber, spent.ms - paused);
       if (documents) docs.set(turnNumber, documents() - documentsBefore);
       eventsAt.set(turnNumber, events);
     }
   }
+  pauses.stop();
   const final = await service.getSession({ appName, userId, sessionId: session.id });
   if (final?.state.turns !== turns || final.state['user:notes'] !== turns || final.state.last_reply === undefined) {
     throw new Error('the conversation did not leave the state its tool and outputKey wrote');
@@ -156,10 +180,40 @@ export async function runConversation(
       const point: ConversationPoint = {
         turn,
         storeMs: summarize(window.map((each) => store.get(each) as number)),
+        storeMsNetOfGc: summarize(window.map((each) => storeNet.get(each) as number)),
         events: eventsAt.get(turn) ?? 0,
       };
       if (documents) point.documentsRead = summarize(window.map((each) => docs.get(each) as number));
       return point;
     });
   return { turns, points };
+}
+
+/**
+ * The garbage collector's pauses as they happen (`gc` performance entries),
+ * and how much of them fell inside given intervals.
+ */
+function collectorPauses() {
+  let pauses: [number, number][] = [];
+  const observer = new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) pauses.push([entry.startTime, entry.startTime + entry.duration]);
+  });
+  observer.observe({ entryTypes: ['gc'] });
+  return {
+    /** Milliseconds of pause inside `intervals`; forgets the pauses seen so far. */
+    async within(intervals: readonly [number, number][]): Promise<number> {
+      // Entries are delivered after the pause: let the last ones of the turn arrive.
+      await new Promise((resolve) => setImmediate(resolve));
+      for (const entry of observer.takeRecords()) pauses.push([entry.startTime, entry.startTime + entry.duration]);
+      let inside = 0;
+      for (const [from, to] of intervals) {
+        for (const [start, end] of pauses) inside += Math.max(0, Math.min(to, end) - Math.max(from, start));
+      }
+      pauses = [];
+      return inside;
+    },
+    stop(): void {
+      observer.disconnect();
+    },
+  };
 }

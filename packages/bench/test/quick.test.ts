@@ -117,6 +117,13 @@ describe('a whole run at tiny sizes', () => {
       expect(conversation?.error).toBeUndefined();
       expect(conversation?.points.map((point) => [point.turn, point.events])).toEqual([[10, 40]]);
       expect(conversation?.points[0]?.storeMs.samples).toHaveLength(5);
+      // Less the collector's pauses inside the store's calls: never more than the time itself, never below 0.
+      const net = conversation?.points[0]?.storeMsNetOfGc?.samples ?? [];
+      expect(net).toHaveLength(5);
+      net.forEach((value, turn) => {
+        expect(value).toBeGreaterThanOrEqual(0);
+        expect(value).toBeLessThanOrEqual((conversation?.points[0]?.storeMs.samples[turn] as number) + 1e-9);
+      });
     }
     // And again on the memory store with shareReadEvents (ADK's own service has no such option).
     expect(Object.keys(results.conversationShared ?? {})).toEqual(['memory']);

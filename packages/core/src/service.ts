@@ -338,9 +338,14 @@ export class StateSessionService extends BaseSessionService {
     await this.#call('deleteSession', WRITE, key, (call) => this.store.deleteSession(key, call));
   }
 
-  override async appendEvent({ session, event }: AppendEventRequest): Promise<Event> {
+  override async appendEvent(request: AppendEventRequest): Promise<Event> {
+    const { session } = request;
+    let { event } = request;
     if (event?.partial === true) return event;
     assertStorableEvent(event);
+    // An event frozen by a read that shares them (shareReadEvents), appended again (to another
+    // session, say): the append writes to the event it places, so it places a copy.
+    if (isFrozenEvent(event)) event = copyEvent(event);
     const key = toKey({ appName: session?.appName, userId: session?.userId, sessionId: session?.id });
     if (typeof session.state !== 'object' || session.state === null || !Array.isArray(session.events)) {
       throw new InvalidArgumentError('session', 'must be a Session with a state object and an events array');
@@ -673,6 +678,15 @@ function logCacheKey(key: SessionKey): string {
 interface HeldLoad extends Omit<LoadResult, 'events' | 'logMark'> {
   decoded: readonly Event[];
   positions: ReadonlyMap<string, number>;
+}
+
+/** Whether an append would have to write to a frozen part of `event` (its delta, its actions or itself). */
+function isFrozenEvent(event: Event): boolean {
+  const actions: unknown = event.actions;
+  if (Object.isFrozen(event)) return true;
+  if (typeof actions !== 'object' || actions === null) return false;
+  const delta: unknown = (actions as { stateDelta?: unknown }).stateDelta;
+  return Object.isFrozen(actions) || (typeof delta === 'object' && delta !== null && Object.isFrozen(delta));
 }
 
 /** A failure to decode stored data as the typed error it is. */

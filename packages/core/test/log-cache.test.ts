@@ -195,6 +195,13 @@ describe('the cache of recently read logs', () => {
     expect(Object.isFrozen(fresh?.events[0])).toBe(false);
     const recent = await sharing.getSession({ ...key, config: { numRecentEvents: 1 } });
     expect(Object.isFrozen(recent?.events[0])).toBe(false);
+    // Appended again (to the session read), a shared event is placed as a copy: ADK's append writes to what it places.
+    const reread = (await sharing.getSession(key)) as NonNullable<typeof first>;
+    const placed = await sharing.appendEvent({ session: reread, event: shared });
+    expect(placed).not.toBe(shared);
+    expect(Object.isFrozen(placed)).toBe(false);
+    expect(reread.events[0]).toBe(placed);
+    expect(shared.actions.stateDelta).toEqual({ k: { list: [1, 2] } });
     expect(() => new StateSessionService(store, { shareReadEvents: 'yes' as unknown as boolean })).toThrow(
       InvalidArgumentError,
     );

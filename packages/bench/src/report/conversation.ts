@@ -1,5 +1,5 @@
 /** Workload 9's figures as rows: store time per turn at each checkpoint, and Firestore's documents read. */
-import type { ConversationResult } from '../conversation.js';
+import type { ConversationPoint, ConversationResult } from '../conversation.js';
 import type { Results } from '../results.js';
 
 export const CONVERSATION_TITLE =
@@ -16,6 +16,7 @@ export function conversationTable(results: Results): { header: string[]; rows: s
     'target',
     ...turns.map((turn) => `turn ${turn.toLocaleString('en-US')}`),
     'last ÷ first',
+    'last ÷ first, net of GC pauses',
     'documents',
   ];
   const rows: string[][] = [];
@@ -25,6 +26,7 @@ export function conversationTable(results: Results): { header: string[]; rows: s
     const first = result.points[0];
     const last = result.points[result.points.length - 1];
     const growth = first && last && first.storeMs.median > 0 ? last.storeMs.median / first.storeMs.median : undefined;
+    const net = netGrowth(first, last);
     const documents = result.points
       .filter((point) => point.documentsRead)
       .map((point) => `${point.documentsRead?.median} at ${point.turn.toLocaleString('en-US')}`)
@@ -36,6 +38,9 @@ export function conversationTable(results: Results): { header: string[]; rows: s
         return point ? `${point.storeMs.median.toFixed(2)} ms` : '';
       }),
       growth === undefined ? '' : `${growth.toFixed(2)}×`,
+      net === undefined
+        ? ''
+        : `${net.toFixed(2)}× (${first?.storeMsNetOfGc?.median.toFixed(2)} → ${last?.storeMsNetOfGc?.median.toFixed(2)} ms)`,
       documents,
     ];
   };
@@ -46,6 +51,16 @@ export function conversationTable(results: Results): { header: string[]; rows: s
     if (shared) rows.push(row(`${target.label}, shareReadEvents`, shared));
   }
   return { header, rows };
+}
+
+/** Store time at `last` ÷ at `first`, less the collector's pauses inside the store's calls; undefined without the figures. */
+export function netGrowth(
+  first: ConversationPoint | undefined,
+  last: ConversationPoint | undefined,
+): number | undefined {
+  const from = first?.storeMsNetOfGc?.median;
+  const to = last?.storeMsNetOfGc?.median;
+  return from !== undefined && to !== undefined && from > 0 ? to / from : undefined;
 }
 
 /** Workload 10 as one line per target (appends per second, median and min – max), or none. */

@@ -197,6 +197,16 @@ export const incremental: Group = {
       expect(plain(fourth?.state)).toEqual({ n: 5 });
       // The reads made before hold what they read.
       expect(textOf(third, 0)).toBe('turn 1');
+      // An event of a read appended again, to another session: stored there, the read's own unchanged.
+      const other = await service.createSession({ ...key, sessionId: 's2' });
+      const copied = third.events[1] as Event;
+      await put(service, other, {}, {});
+      await service.appendEvent({ session: other, event: copied });
+      const otherRead = await service.getSession({ ...key, sessionId: 's2' });
+      expect(textOf(otherRead, 1)).toBe('turn 2');
+      expect(plain(otherRead?.state)).toEqual({ n: 2 });
+      expect(third.events[1]).toBe(copied);
+      expect(copied.actions.stateDelta).toEqual({ n: 2 });
       for (const shareReadEvents of ['yes', 1, null]) {
         await expectCode(
           kit.service({ shareReadEvents: shareReadEvents as unknown as boolean }),
