@@ -91,8 +91,8 @@ export interface StateSessionServiceOptions {
   /**
    * With the log cache on: whole reads hand out the cached events themselves,
    * deep-frozen, instead of a deep copy of each. A whole `getSession` then
-   * costs what it reads anew, not a copy of the whole history, so a
-   * conversation's turn costs about the same at turn 1,000 as at turn 10.
+   * costs what it reads anew, not a copy of the whole history (the
+   * `Runner` reads the whole session at the start of every turn).
    * The price: the events of a whole read are shared with every other whole
    * read of the session through this service, and changing one in place
    * throws a `TypeError` (ADK's Runner, its compactors and its request
