@@ -190,7 +190,16 @@ export class UnreadableDataError extends Error {
   constructor(what: string, options?: { cause?: unknown }) {
     super(what, options);
     this.name = 'UnreadableDataError';
+    (this as unknown as Record<symbol, boolean>)[UNREADABLE] = true;
   }
+}
+
+/** Marks an {@link UnreadableDataError} from any copy of this package (each built entry has its own class). */
+const UNREADABLE = Symbol.for('@adk-state/core.UnreadableDataError');
+
+/** True when `error` is an {@link UnreadableDataError}, from this copy of the package or another. */
+export function isUnreadableData(error: unknown): error is UnreadableDataError {
+  return error instanceof Error && (error as unknown as Record<symbol, unknown>)[UNREADABLE] === true;
 }
 
 /** True when `error` is an adk-state error with the given code (works across package copies). */

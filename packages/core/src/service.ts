@@ -22,9 +22,10 @@ import {
   AlreadyExistsError,
   BackendError,
   InvalidArgumentError,
+  isUnreadableData,
   SessionNotFoundError,
   StaleSessionError,
-  UnreadableDataError,
+  type UnreadableDataError,
 } from './errors.js';
 import {
   assertStorableEvent,
@@ -657,7 +658,7 @@ export class StateSessionService extends BaseSessionService {
       return await deadline.run(usage ? () => run(deadline.withUsage(usage)) : run);
     } catch (error) {
       if (error instanceof AdkStateError) throw error;
-      if (error instanceof UnreadableDataError) throw unreadable(operation, error, false);
+      if (isUnreadableData(error)) throw unreadable(operation, error, false);
       const write = kind === WRITE;
       if (error instanceof DeadlineExceeded) {
         throw new BackendError(operation, error, { mayHaveApplied: write && error.started, timedOut: true });
@@ -702,7 +703,7 @@ function decodeStored<T>(operation: string, mayHaveApplied: boolean, decode: () 
   try {
     return decode();
   } catch (error) {
-    if (error instanceof UnreadableDataError) throw unreadable(operation, error, mayHaveApplied);
+    if (isUnreadableData(error)) throw unreadable(operation, error, mayHaveApplied);
     throw error;
   }
 }

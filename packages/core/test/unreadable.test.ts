@@ -8,7 +8,13 @@
 import { createEvent, type Session } from '@google/adk';
 import { describe, expect, it } from 'vitest';
 import { BackendError, isAdkStateError, StateSessionService } from '../src/index.js';
-import type { Bucket, LoadResult, SessionStore, StoredEvent } from '../src/store-kit.js';
+import {
+  type Bucket,
+  type LoadResult,
+  type SessionStore,
+  type StoredEvent,
+  UnreadableDataError,
+} from '../src/store-kit.js';
 
 /** One stored session whose texts the test chooses; writes are accepted and change nothing. */
 function storeHolding(texts: { event?: string; sessionValue?: string; userValue?: string; appValue?: string }) {
@@ -117,6 +123,30 @@ describe('stored data that is not what adk-state writes', () => {
     await expectUnreadable(service.appendEvent({ session: stale, event }), 'appendEvent');
     expect(stale.events).toEqual([]);
     expect(stale.state).toEqual({});
+  });
+
+  it("a store's own UnreadableDataError, from this copy of the package or another, fails the call as unreadable data", async () => {
+    // Each built entry of the package (the root, ./store; ESM and CommonJS) has its own class: they share a mark.
+    const fromAnotherCopy = Object.assign(new Error('a record without its id'), {
+      [Symbol.for('@adk-state/core.UnreadableDataError')]: true,
+    });
+    for (const thrown of [new UnreadableDataError('a record without its id'), fromAnotherCopy]) {
+      const store = storeHolding({});
+      store.readAppState = async () => {
+        throw thrown;
+      };
+      const service = new StateSessionService(store);
+      await expectUnreadable(service.getAppState({ appName: 'a' }), 'getAppState');
+    }
+    const plain = new StateSessionService(
+      Object.assign(storeHolding({}), {
+        readAppState: async () => {
+          throw new Error('connection reset');
+        },
+      }),
+    );
+    const outage = await plain.getAppState({ appName: 'a' }).catch((error: unknown) => error);
+    expect((outage as BackendError).kind).toBe('outage');
   });
 
   it('readable data reads as before', async () => {
