@@ -7,7 +7,6 @@
  * turn is the time spent inside the session service's methods during it;
  * the model and the Runner's own work are left out.
  */
-
 import { PerformanceObserver } from 'node:perf_hooks';
 import {
   BaseLlm,
@@ -116,7 +115,6 @@ export async function runConversation(
   documents?: () => number,
 ): Promise<ConversationResult> {
   const spent: Spent = { ms: 0, calls: [] };
-  const pauses = collectorPauses();
   let turnNumber = 0;
   const tool = new FunctionTool({
     name: 'take_note',
@@ -148,27 +146,31 @@ export async function runConversation(
   const docs = new Map<number, number>();
   const eventsAt = new Map<number, number>();
   let events = 0;
-  for (turnNumber = 1; turnNumber <= turns; turnNumber++) {
-    spent.ms = 0;
-    spent.calls = [];
-    const documentsBefore = documents?.() ?? 0;
-    for await (const event of runner.runAsync({
-      userId,
-      sessionId: session.id,
-      newMessage: { role: 'user', parts: [{ text: `message ${turnNumber}` }] },
-    })) {
-      if (event.partial !== true) events++;
+  const pauses = collectorPauses();
+  try {
+    for (turnNumber = 1; turnNumber <= turns; turnNumber++) {
+      spent.ms = 0;
+      spent.calls = [];
+      const documentsBefore = documents?.() ?? 0;
+      for await (const event of runner.runAsync({
+        userId,
+        sessionId: session.id,
+        newMessage: { role: 'user', parts: [{ text: `message ${turnNumber}` }] },
+      })) {
+        if (event.partial !== true) events++;
+      }
+      events++; // the user's message
+      const paused = await pauses.within(spent.calls);
+      if (wanted.has(turnNumber)) {
+        store.set(turnNumber, spent.ms);
+        storeNet.set(turnNumber, spent.ms - paused);
+        if (documents) docs.set(turnNumber, documents() - documentsBefore);
+        eventsAt.set(turnNumber, events);
+      }
     }
-    events++; // the user's message
-    const paused = await pauses.within(spent.calls);
-    if (wanted.has(turnNumber)) {
-      store.set(turnNumber, spent.ms);
-      storeNet.set(turnNumber, spent.ms - paused);
-      if (documents) docs.set(turnNumber, documents() - documentsBefore);
-      eventsAt.set(turnNumber, events);
-    }
+  } finally {
+    pauses.stop();
   }
-  pauses.stop();
   const final = await service.getSession({ appName, userId, sessionId: session.id });
   if (final?.state.turns !== turns || final.state['user:notes'] !== turns || final.state.last_reply === undefined) {
     throw new Error('the conversation did not leave the state its tool and outputKey wrote');
