@@ -10,7 +10,7 @@
  * strings never share one.
  */
 import { createHash } from 'node:crypto';
-import { utf16OrderKey } from '@adk-state/core/store';
+import { UnreadableDataError, utf16OrderKey } from '@adk-state/core/store';
 
 /** Escaped names longer than this are hashed (well under Firestore's 1,500 bytes, to keep paths short). */
 export const MAX_PLAIN_NAME = 400;
@@ -122,7 +122,7 @@ export function readText(value: unknown): string {
   if (typeof value === 'string') return value;
   if (value instanceof Uint8Array)
     return Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('utf16le');
-  throw new TypeError(`expected a stored string, found ${value === null ? 'null' : typeof value}`);
+  throw new UnreadableDataError(`expected a stored string, found ${value === null ? 'null' : typeof value}`);
 }
 
 /**

@@ -13,7 +13,7 @@
  * keeps the original strings in fields, as {@link storeText} stores them
  * (bytes for a string that is not well-formed UTF-16).
  */
-import type { Bucket, SessionKey } from '@adk-state/core/store';
+import { type Bucket, type SessionKey, UnreadableDataError } from '@adk-state/core/store';
 import type { CollectionReference, DocumentReference, Firestore } from '@google-cloud/firestore';
 import { documentId, fieldName, isHashedField, keyOfField, readText, type StoredText, storeText } from './encoding.js';
 
@@ -131,10 +131,12 @@ export function encodeState(bucket: Bucket): StoredState {
 export function decodeState(state: StoredState | undefined): Bucket {
   const bucket: Bucket = new Map();
   if (!state) return bucket;
+  if (typeof state !== 'object') throw new UnreadableDataError(`a stored state is a ${typeof state}, not a map`);
   for (const name of Object.keys(state)) {
-    const entry = state[name] as StoredEntry;
+    const entry = state[name] as StoredEntry | null;
     if (typeof entry === 'string' || entry instanceof Uint8Array) bucket.set(keyOfField(name), readText(entry));
-    else bucket.set(readText(entry.key), readText(entry.json));
+    else if (typeof entry === 'object' && entry !== null) bucket.set(readText(entry.key), readText(entry.json));
+    else throw new UnreadableDataError(`the stored state entry ${JSON.stringify(name)} is ${String(entry)}`);
   }
   return bucket;
 }

@@ -49,6 +49,7 @@ import {
   type EventFilter,
   type Expiry,
   type HeldSession,
+  isUnreadableData,
   type ListQuery,
   type ListResult,
   type LoadResult,
@@ -58,6 +59,7 @@ import {
   type SinceResult,
   type StoreCall,
   type StoredEvent,
+  UnreadableDataError,
 } from '@adk-state/core/store';
 import type {
   DocumentReference,
@@ -352,6 +354,11 @@ export class FirestoreStore implements SessionStore {
           readText(current.json) === input.event.json;
         return ownWrite ? { status: 'ok' } : { status: 'stale', revision: head.revision };
       }
+      if (!Number.isSafeInteger(head.eventCount) || (current && !Number.isSafeInteger(current.seq))) {
+        throw new UnreadableDataError(
+          `the stored event count of session ${JSON.stringify(input.key.sessionId)}, or the position of event ${JSON.stringify(input.event.id)}, is not a whole number`,
+        );
+      }
       const seq = current ? current.seq : head.eventCount + 1;
       const recent = current ? undefined : [...(head.recent ?? []), eventRef.id].slice(-RECENT_EVENTS);
       const headUpdate = {
@@ -551,7 +558,8 @@ export class FirestoreStore implements SessionStore {
           { maxAttempts: this.#maxAttempts },
         );
       } catch (error) {
-        if (committed || isAdkStateError(error)) throw error;
+        // Stored data that cannot be read fails the same way on every attempt: the service says so.
+        if (committed || isAdkStateError(error) || isUnreadableData(error)) throw error;
         // Under contention the server may end a transaction before its commit (the emulator answers
         // INVALID_ARGUMENT "Transaction is invalid or closed", which the client does not retry):
         // nothing was written, so it starts again, as an aborted one would.
@@ -749,7 +757,11 @@ function loaded(read: SessionRead, events: StoredEvent[]): LoadResult {
 }
 
 function toStored(event: EventDocument): StoredEvent {
-  return { id: readText(event.id), timestamp: event.timestamp, json: readText(event.json) };
+  const id = readText(event.id);
+  if (typeof event.timestamp !== 'number' || !Number.isFinite(event.timestamp)) {
+    throw new UnreadableDataError(`the stored timestamp of event ${JSON.stringify(id)} is not a number`);
+  }
+  return { id, timestamp: event.timestamp, json: readText(event.json) };
 }
 
 function toRecord(head: SessionDocument): SessionRecord {

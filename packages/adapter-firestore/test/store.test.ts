@@ -4,7 +4,7 @@
  * the event filters against the core's reference implementation.
  */
 import { randomUUID } from 'node:crypto';
-import { InvalidArgumentError } from '@adk-state/core';
+import { BackendError, InvalidArgumentError } from '@adk-state/core';
 import { selectEvents } from '@adk-state/core/store';
 import { createEvent, type Event, type Session } from '@google/adk';
 import type { Firestore } from '@google-cloud/firestore';
@@ -525,5 +525,89 @@ describe('telemetry', () => {
     expect(result.status).toBe('ok');
     // A read-write transaction: at least its reads and its commit.
     expect(write.usage.roundTrips).toBeGreaterThanOrEqual(2);
+  });
+});
+
+describe('documents changed outside adk-state', () => {
+  async function failure(promise: Promise<unknown>): Promise<BackendError> {
+    const error = await promise.then(
+      () => undefined,
+      (caught: unknown) => caught,
+    );
+    expect(error).toBeInstanceOf(BackendError);
+    return error as BackendError;
+  }
+
+  it('fail reads and appends as unreadable data, with nothing written, and read again once put right', async () => {
+    const sessions = service();
+    const appName = app();
+    const key = { appName, userId: 'u', sessionId: 's' };
+    const created = await sessions.createSession({ ...key, state: { a: 1 } });
+    await sessions.appendEvent({ session: created, event: event({ b: 2 }) });
+    const head = (await firestore.collection(rootCollection).doc(`k${appName}`).collection('adk_sessions').get())
+      .docs[0]!.ref;
+    const eventDocs = async () => (await head.collection('adk_events').get()).docs;
+    const [stored] = await eventDocs();
+    const damages: Array<[string, () => Promise<unknown>, () => Promise<unknown>]> = [
+      [
+        'revision',
+        () => head.update({ revision: 'seven' }),
+        async () => head.update({ revision: (await snapshot).get('revision') }),
+      ],
+      [
+        'lastUpdateTime',
+        () => head.update({ lastUpdateTime: 'now' }),
+        async () => head.update({ lastUpdateTime: (await snapshot).get('lastUpdateTime') }),
+      ],
+      ['a state entry', () => head.update({ 'state.ka': 5 }), () => head.update({ 'state.ka': '1' })],
+      [
+        'the state',
+        () => head.update({ state: 'all' }),
+        async () => head.update({ state: (await snapshot).get('state') }),
+      ],
+      [
+        'an event text',
+        () => stored!.ref.update({ json: 12 }),
+        async () => stored!.ref.update({ json: (await eventSnapshot).get('json') }),
+      ],
+      [
+        'an event time',
+        () => stored!.ref.update({ timestamp: 'then' }),
+        async () => stored!.ref.update({ timestamp: (await eventSnapshot).get('timestamp') }),
+      ],
+    ];
+    const snapshot = head.get();
+    const eventSnapshot = stored!.ref.get();
+    for (const [label, damage, repair] of damages) {
+      const held = (await service().getSession(key))!;
+      await damage();
+      for (const reader of [service(), service({ logCacheBytes: 0 })]) {
+        const error = await failure(reader.getSession(key));
+        expect(error.kind, label).toBe('unreadable-data');
+        expect(error.mayHaveApplied, label).toBe(false);
+      }
+      // A listing reads the heads, not the events.
+      if (!label.startsWith('an event')) {
+        expect((await failure(service().listSessions({ appName }))).kind, label).toBe('unreadable-data');
+      }
+      if (label === 'revision') {
+        // Built on the right revision, the append is told the stored one is not it, and cannot reload.
+        const error = await failure(
+          service({ onStale: 'reload' }).appendEvent({ session: held, event: event({ c: 3 }) }),
+        );
+        expect(error.kind, label).toBe('unreadable-data');
+        expect(error.mayHaveApplied, label).toBe(false);
+        expect(await eventDocs(), label).toHaveLength(1);
+      }
+      await repair();
+      expect((await service().getSession(key))?.state, label).toEqual({ a: 1, b: 2 });
+    }
+    // An event count that is not a number: the append would place its event nowhere; it writes nothing.
+    const held = (await service().getSession(key))!;
+    await head.update({ eventCount: 'many' });
+    const error = await failure(service().appendEvent({ session: held, event: event({ c: 3 }) }));
+    expect(error.kind).toBe('unreadable-data');
+    expect(error.mayHaveApplied).toBe(false);
+    expect(await eventDocs()).toHaveLength(1);
   });
 });

@@ -7,7 +7,7 @@
  * ever meets the 16 MB document limit. Every document carries
  * `schemaVersion`.
  */
-import type { Bucket } from '@adk-state/core/store';
+import { type Bucket, UnreadableDataError } from '@adk-state/core/store';
 import type { Document, IndexDescription } from 'mongodb';
 import { decodeFieldName, encodeFieldName, encodeKeyPart, type KeyPart } from './encoding.js';
 
@@ -132,7 +132,15 @@ export function stateSets(delta: Bucket): Record<string, string> {
 
 export function fromStateFields(fields: StateFields | undefined): Bucket {
   const bucket: Bucket = new Map();
-  if (fields) for (const name of Object.keys(fields)) bucket.set(decodeFieldName(name), fields[name] as string);
+  if (fields === undefined || fields === null) return bucket;
+  if (typeof fields !== 'object') throw new UnreadableDataError(`a stored state is a ${typeof fields}, not a document`);
+  for (const name of Object.keys(fields)) {
+    const text: unknown = fields[name];
+    if (typeof text !== 'string') {
+      throw new UnreadableDataError(`the stored state field ${JSON.stringify(name)} is not JSON text`);
+    }
+    bucket.set(decodeFieldName(name), text);
+  }
   return bucket;
 }
 

@@ -40,7 +40,7 @@ import type {
   StoreCall,
   StoredEvent,
 } from '@adk-state/core/store';
-import { utf16OrderKey } from '@adk-state/core/store';
+import { UnreadableDataError, utf16OrderKey } from '@adk-state/core/store';
 import type {
   AnyBulkWriteOperation,
   ClientBulkWriteModel,
@@ -785,9 +785,9 @@ function bucketUpdate(delta: Bucket): Document {
 }
 
 function toStoredEvent(doc: Document): StoredEvent {
-  return {
-    id: decodeKeyPart((doc._id as EventDoc['_id']).id),
-    timestamp: doc.timestamp as number,
-    json: doc.json as string,
-  };
+  const id = decodeKeyPart((doc._id as EventDoc['_id']).id);
+  if (typeof doc.timestamp !== 'number' || !Number.isFinite(doc.timestamp) || typeof doc.json !== 'string') {
+    throw new UnreadableDataError(`the stored event ${JSON.stringify(id)} has no number timestamp or no JSON text`);
+  }
+  return { id, timestamp: doc.timestamp, json: doc.json };
 }

@@ -18,7 +18,7 @@
  */
 
 import { AdkStateError, BackendError } from '@adk-state/core';
-import type { StoreCall } from '@adk-state/core/store';
+import { isUnreadableData, type StoreCall } from '@adk-state/core/store';
 import type { ClientSession, MongoClient } from 'mongodb';
 
 const MAX_TIME_MS_EXPIRED = 50;
@@ -95,11 +95,11 @@ export function callOptions(call: StoreCall | undefined): CallOptions {
 /**
  * What a failure of `operation` that certainly left nothing applied is
  * thrown as: for a write, a {@link BackendError} that says so (and whether
- * the call had passed its deadline); a read's failure, or an error of this
- * package, as it is.
+ * the call had passed its deadline); a read's failure, an error of this
+ * package, or stored data that cannot be read (the service says so), as it is.
  */
 export function notApplied(operation: string, error: unknown): unknown {
-  if (!WRITES.has(operation) || error instanceof AdkStateError) return error;
+  if (!WRITES.has(operation) || error instanceof AdkStateError || isUnreadableData(error)) return error;
   return new BackendError(operation, error, { mayHaveApplied: false, timedOut: error instanceof CallAbandoned });
 }
 

@@ -205,12 +205,15 @@ local function purge_expired(base, expiry, shard_index, limit)
   if limit then gone = redis.call('ZRANGEBYSCORE', expiry, '-inf', cut, 'LIMIT', 0, limit)
   else gone = redis.call('ZRANGEBYSCORE', expiry, '-inf', cut) end
   for _, pair in ipairs(gone) do
+    -- A member that is not <user>\\0<session> (not written by these scripts) is only dropped.
     local split = string.find(pair, '\\0', 1, true)
-    local user = string.sub(pair, 1, split - 1)
-    local session = string.sub(pair, split + 1)
-    redis.call('DEL', base .. ${P.session} .. ':' .. pair, base .. ${P.events} .. ':' .. pair, base .. ${P.eventIds} .. ':' .. pair)
-    redis.call('ZREM', shard_index, session .. '\\0' .. user)
-    redis.call('ZREM', base .. ${P.userIndex} .. ':' .. user, session)
+    if split then
+      local user = string.sub(pair, 1, split - 1)
+      local session = string.sub(pair, split + 1)
+      redis.call('DEL', base .. ${P.session} .. ':' .. pair, base .. ${P.events} .. ':' .. pair, base .. ${P.eventIds} .. ':' .. pair)
+      redis.call('ZREM', shard_index, session .. '\\0' .. user)
+      redis.call('ZREM', base .. ${P.userIndex} .. ':' .. user, session)
+    end
     redis.call('ZREM', expiry, pair)
   end
 end
@@ -271,6 +274,11 @@ local function app_write(from, count)
   return outbox_view(KEYS.app, outbox_ack(KEYS.app, ARGV.ack, ARGV.keepUs), '')
 end
 `;
+
+/** The append's answer when the session hash is not what the scripts write (no revision, or a revision that is not a whole number). */
+export const UNREADABLE_HEAD = -2;
+/** The append's answer when a re-appended id's recorded position is not a place in the log. */
+export const UNREADABLE_LOG = -3;
 
 /** The keys of createSession, importSession and appendEvent: the user's shard, then the app bucket (direct) or the shard's outbox. */
 const WRITE_KEYS = ['session', 'events', 'eventIds', 'userState', 'shardIndex', 'userIndex', 'expiry', 'app'] as const;
@@ -390,8 +398,10 @@ return view or 1
  * The session hash keeps the event count, so a new event's position is known
  * without asking the log, and HSETNX both tests for the id and records it.
  * After the fixed arguments: the session, user and app pairs.
- * Returns -1 when the session is missing, the stored revision when stale,
- * 0 when stored, or the outbox view when there is an app delta to apply.
+ * Returns -1 when the session is missing, the stored revision as text (a
+ * bulk reply, never confused with the integers) when stale, 0 when stored, or the outbox view when there is an app delta to apply;
+ * {@link UNREADABLE_HEAD} or {@link UNREADABLE_LOG}, having written nothing,
+ * when the session hash or the log is not what the scripts write.
  */
 export const APPEND = define(
   'append',
@@ -400,9 +410,14 @@ export const APPEND = define(
   `${HELPERS}
 local meta = redis.call('HMGET', KEYS.session, ${F.revision}, ${F.count})
 local revision = meta[1]
-if not revision then return -1 end
-if revision ~= ARGV.expectedRevision then return tonumber(revision) end
-local count = tonumber(meta[2])
+if not revision then
+  if redis.call('EXISTS', KEYS.session) == 1 then return ${UNREADABLE_HEAD} end
+  return -1
+end
+if not string.find(revision, '^%d+$') then return ${UNREADABLE_HEAD} end
+-- The event count is the log's length: a count that is not a number is taken from there.
+local count = tonumber(meta[2]) or redis.call('LLEN', KEYS.events)
+if revision ~= ARGV.expectedRevision then return revision end
 local new_revision = string.format('%.0f', tonumber(revision) + 1)
 local head = { ${F.revision}, new_revision, ${F.updated}, ARGV.updateTime }
 if redis.call('HSETNX', KEYS.eventIds, ARGV.eventIdField, count) == 1 then
@@ -410,7 +425,10 @@ if redis.call('HSETNX', KEYS.eventIds, ARGV.eventIdField, count) == 1 then
   head[5] = ${F.count}
   head[6] = count + 1
 else
-  redis.call('LSET', KEYS.events, redis.call('HGET', KEYS.eventIds, ARGV.eventIdField), ARGV.entry)
+  -- A re-appended id: its entry is replaced where it stands (nothing is written before this check).
+  local position = tonumber(redis.call('HGET', KEYS.eventIds, ARGV.eventIdField))
+  if not position or position < 0 or position >= redis.call('LLEN', KEYS.events) then return ${UNREADABLE_LOG} end
+  redis.call('LSET', KEYS.events, position, ARGV.entry)
   head[5] = ${F.rewritten}
   head[6] = new_revision
 end
@@ -460,9 +478,10 @@ if ARGV.heldEvents ~= '' then
   local life, revision, rewritten = '', -1, -1
   for at = 1, #session, 2 do
     local field = session[at]
+    -- A field that is not a number sends the whole log (the client then finds what is wrong).
     if field == ${F.life} then life = session[at + 1]
-    elseif field == ${F.revision} then revision = tonumber(session[at + 1])
-    elseif field == ${F.rewritten} then rewritten = tonumber(session[at + 1]) end
+    elseif field == ${F.revision} then revision = tonumber(session[at + 1]) or -1
+    elseif field == ${F.rewritten} then rewritten = tonumber(session[at + 1]) or math.huge end
   end
   local held_revision = tonumber(ARGV.heldRevision)
   if life ~= ARGV.heldLife or revision < held_revision or rewritten > held_revision or held > length then
@@ -770,14 +789,15 @@ return outbox_view(KEYS.outbox, outbox_ack(KEYS.outbox, ARGV.ack, ARGV.keepUs), 
 `,
 );
 
-/** Raises a numeric hash field to `value` when it is lower or missing (a repair); returns the field's value after. */
+/** Raises a numeric hash field to `value` when it is lower, missing or not a number (a repair); returns the field's value after. */
 export const RAISE = define(
   'raise',
   ['hash'] as const,
   ['field', 'value'] as const,
   `
-local current = redis.call('HGET', KEYS.hash, ARGV.field)
-if current and tonumber(current) >= tonumber(ARGV.value) then return current end
+local text = redis.call('HGET', KEYS.hash, ARGV.field)
+local current = tonumber(text)
+if current and current >= tonumber(ARGV.value) then return text end
 redis.call('HSET', KEYS.hash, ARGV.field, ARGV.value)
 return ARGV.value
 `,

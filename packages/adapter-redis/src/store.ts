@@ -83,6 +83,8 @@ import {
   READ_BUCKET,
   runScript,
   type Script,
+  UNREADABLE_HEAD,
+  UNREADABLE_LOG,
 } from './scripts.js';
 
 const scripts: readonly Script[] = [
@@ -408,10 +410,18 @@ export class RedisStore implements SessionStore {
       );
       return { status: 'ok' };
     }
-    const code = Number(reply);
-    if (code === 0) return { status: 'ok' };
-    if (code === -1) return { status: 'missing' };
-    return { status: 'stale', revision: code };
+    if (reply === 0) return { status: 'ok' };
+    if (reply === -1) return { status: 'missing' };
+    if (reply === UNREADABLE_HEAD || reply === UNREADABLE_LOG) {
+      throw new UnreadableDataError(
+        reply === UNREADABLE_HEAD
+          ? `the stored head of session ${JSON.stringify(input.key.sessionId)} has no revision, or one that is not a whole number`
+          : `the log of session ${JSON.stringify(input.key.sessionId)} has no entry at the position recorded for event ${JSON.stringify(input.event.id)}`,
+      );
+    }
+    if (typeof reply === 'string' && DECIMAL.test(reply)) return { status: 'stale', revision: Number(reply) };
+    // Not an answer the script gives: whether it wrote is unknown.
+    throw new Error(`appendEvent: the append script answered ${JSON.stringify(reply)}, which it never does`);
   }
 
   /**
@@ -823,16 +833,20 @@ function toBucket(flat: readonly string[]): Bucket {
   return bucket;
 }
 
+/** A revision as the scripts write it: decimal digits. */
+const DECIMAL = /^\d+$/;
+
 /** A flat HGETALL reply of a session hash as a record. */
 function toRecord(key: SessionKey, flat: readonly string[]): SessionRecord {
   const state: Bucket = new Map();
-  let revision = 0;
-  let lastUpdateTime = 0;
+  // Left NaN when missing: the service refuses such a head as unreadable.
+  let revision = Number.NaN;
+  let lastUpdateTime = Number.NaN;
   for (let index = 0; index < flat.length; index += 2) {
     const field = flat[index] as string;
     const value = flat[index + 1] as string;
-    if (field === REVISION_FIELD) revision = Number(value);
-    else if (field === UPDATED_FIELD) lastUpdateTime = Number(value);
+    if (field === REVISION_FIELD) revision = DECIMAL.test(value) ? Number(value) : Number.NaN;
+    else if (field === UPDATED_FIELD) lastUpdateTime = value.trim() === '' ? Number.NaN : Number(value);
     else if (!field.startsWith(SEPARATOR)) state.set(decodeText(field), value);
   }
   return { id: key.sessionId, appName: key.appName, userId: key.userId, lastUpdateTime, revision, state };

@@ -10,7 +10,7 @@ import { createEvent } from '@google/adk';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { RedisSessionService } from '../src/index.js';
-import { appKeys, encodeText, sessionKeys } from '../src/keys.js';
+import { appKeys, encodeText, FIELD, sessionKeys } from '../src/keys.js';
 
 async function failure(promise: Promise<unknown>): Promise<BackendError> {
   const error = await promise.then(
@@ -81,5 +81,101 @@ describe('the Redis store with records it cannot read', () => {
     await client.hset(app.appState, encodeText('b'), 'NaN');
     expect((await failure(cached.getAppState({ appName: key.appName }))).kind).toBe('unreadable-data');
     expect((await failure(uncached.getSession(key))).kind).toBe('unreadable-data');
+  });
+
+  it('a session head changed outside adk-state: reads and appends fail typed, having written nothing', async () => {
+    for (const damage of ['abc', '', '1.5', '-3', undefined]) {
+      const { cached, key, keys, keyPrefix } = await fixture();
+      // Read before the damage: this object's revision is the right one.
+      const held = (await cached.getSession(key))!;
+      const revision = await client.hget(keys.session, FIELD.revision);
+      if (damage === undefined) await client.hdel(keys.session, FIELD.revision);
+      else await client.hset(keys.session, FIELD.revision, damage);
+      const label = `revision ${JSON.stringify(damage)}`;
+      for (const service of [cached, new RedisSessionService({ client, keyPrefix, logCacheBytes: 0 })]) {
+        for (const config of [undefined, { numRecentEvents: 1 }]) {
+          const error = await failure(service.getSession({ ...key, config }));
+          expect(error.kind, label).toBe('unreadable-data');
+          expect(error.mayHaveApplied, label).toBe(false);
+        }
+        expect((await failure(service.listSessions({ appName: key.appName }))).kind, label).toBe('unreadable-data');
+      }
+      // An append built on the right revision is neither taken as stored nor as stale.
+      const append = await failure(
+        cached.appendEvent({
+          session: held,
+          event: createEvent({ id: 'e2', author: 'a', actions: { stateDelta: { a: 2 } } }),
+        }),
+      );
+      expect(append.kind, label).toBe('unreadable-data');
+      expect(append.mayHaveApplied, label).toBe(false);
+      expect(await client.llen(keys.events), label).toBe(1);
+      expect(await client.hget(keys.session, encodeText('a')), label).toBe('1');
+      // Put right, the session reads and takes appends again.
+      await client.hset(keys.session, FIELD.revision, revision!);
+      const again = (await cached.getSession(key))!;
+      await cached.appendEvent({ session: again, event: createEvent({ id: 'e2', author: 'a' }) });
+      expect((await cached.getSession(key))?.events.map((event) => event.id)).toEqual(['e1', 'e2']);
+    }
+  });
+
+  it('a hash at a session key without a head is not a session that can be read or appended to', async () => {
+    const { cached, key, keys } = await fixture();
+    const held = (await cached.getSession(key))!;
+    await client.del(keys.session);
+    await client.hset(keys.session, encodeText('a'), '1');
+    expect((await failure(cached.getSession(key))).kind).toBe('unreadable-data');
+    const append = await failure(cached.appendEvent({ session: held, event: createEvent({ author: 'a' }) }));
+    expect(append.kind).toBe('unreadable-data');
+    expect(append.mayHaveApplied).toBe(false);
+    expect(await client.llen(keys.events)).toBe(1);
+  });
+
+  it('a lastUpdateTime that is not a number fails reads; the next append writes a good one', async () => {
+    const { cached, key, keys } = await fixture();
+    const held = (await cached.getSession(key))!;
+    for (const damage of ['nope', '']) {
+      await client.hset(keys.session, FIELD.updated, damage);
+      expect((await failure(cached.getSession(key))).kind).toBe('unreadable-data');
+    }
+    const event = createEvent({ id: 'e2', author: 'a' });
+    await cached.appendEvent({ session: held, event });
+    expect((await cached.getSession(key))?.lastUpdateTime).toBe(event.timestamp);
+  });
+
+  it('an event count that is not a number is taken from the log', async () => {
+    const { cached, key, keys } = await fixture();
+    const held = (await cached.getSession(key))!;
+    await client.hset(keys.session, FIELD.count, 'xyz');
+    await cached.appendEvent({ session: held, event: createEvent({ id: 'e2', author: 'a' }) });
+    await cached.appendEvent({ session: held, event: createEvent({ id: 'e3', author: 'a' }) });
+    expect(await client.hget(keys.session, FIELD.count)).toBe('3');
+    expect((await cached.getSession(key))?.events.map((event) => event.id)).toEqual(['e1', 'e2', 'e3']);
+  });
+
+  it('a re-appended id whose recorded position is not in the log fails typed, and the log is left as it was', async () => {
+    const { cached, key, keys } = await fixture();
+    const held = (await cached.getSession(key))!;
+    const entry = await client.lindex(keys.events, 0);
+    for (const position of ['7', '-1', 'x']) {
+      await client.hset(keys.eventIds, encodeText('e1'), position);
+      const error = await failure(cached.appendEvent({ session: held, event: createEvent({ id: 'e1', author: 'b' }) }));
+      expect(error.kind).toBe('unreadable-data');
+      expect(error.mayHaveApplied).toBe(false);
+      expect(await client.lrange(keys.events, 0, -1)).toEqual([entry]);
+    }
+  });
+
+  it('an expiry entry that is not <user> NUL <session> is dropped by the purge, and writes go on', async () => {
+    const keyPrefix = `${inject('testPrefix')}-${randomUUID()}:`;
+    const service = new RedisSessionService({ client, keyPrefix, expireAfterIdleSeconds: 3600 });
+    const key = { appName: 'app', userId: 'u', sessionId: 's' };
+    const session = await service.createSession(key);
+    const { expiry } = sessionKeys(keyPrefix, 'app', 'u', 's');
+    // Long past: the next write's purge meets it.
+    await client.zadd(expiry, 1, 'no separator here');
+    await service.appendEvent({ session, event: createEvent({ id: 'e1', author: 'a' }) });
+    expect(await client.zscore(expiry, 'no separator here')).toBeNull();
+    expect((await service.getSession(key))?.events.map((event) => event.id)).toEqual(['e1']);
   });
 });

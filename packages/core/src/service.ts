@@ -25,7 +25,7 @@ import {
   isUnreadableData,
   SessionNotFoundError,
   StaleSessionError,
-  type UnreadableDataError,
+  UnreadableDataError,
 } from './errors.js';
 import {
   assertStorableEvent,
@@ -42,7 +42,7 @@ import { assertPositiveNumber } from './options.js';
 import { adoptIndex, firstPositions, placeEvent } from './placement.js';
 import { assertNonEmptyString, isPossibleKey, type SessionKey, toEventFilter } from './requests.js';
 import { bucketToObject, combineState, dropWrite, type ScopedWrites, scopeOf, splitState } from './scopes.js';
-import type { LoadResult, SessionRecord, SessionStore, StoreCall } from './store.js';
+import type { LoadResult, SessionHead, SessionRecord, SessionStore, StoreCall } from './store.js';
 import { type CallTarget, type StoreUsage, Telemetry, type TelemetryOptions } from './telemetry.js';
 import { defineEntry } from './values.js';
 
@@ -278,6 +278,8 @@ export class StateSessionService extends BaseSessionService {
       const loaded = await this.store.loadSession(key, {}, call);
       if (loaded?.logMark === undefined) return loaded;
       const { session, userState, appState } = loaded;
+      // Checked before its revision is kept: a later read would send it back to the store.
+      assertReadableHead(session);
       const decoded = this.#decodeHeld(loaded.events);
       const positions = firstPositions(decoded);
       const entry = {
@@ -304,6 +306,7 @@ export class StateSessionService extends BaseSessionService {
     const decoded = since.restart ? added : held.events.concat(added);
     // The same log grown: its map grows too (copies read earlier trust only their own length of it).
     const positions = since.restart ? firstPositions(added) : firstPositions(added, held.positions, held.events.length);
+    assertReadableHead(since.session);
     if (since.logMark === undefined) cache.delete(cacheKey);
     else {
       const bytes = since.restart ? logBytes(since.events) : held.bytes + logBytes(since.events) - logBytes([]);
@@ -570,6 +573,7 @@ export class StateSessionService extends BaseSessionService {
     userState: LoadResult['userState'] | undefined,
     appState: LoadResult['appState'],
   ): Session {
+    assertReadableHead(record);
     const session: Session = {
       id: record.id,
       appName: record.appName,
@@ -595,6 +599,7 @@ export class StateSessionService extends BaseSessionService {
       deadline,
     );
     if (!head) throw new SessionNotFoundError(key.sessionId);
+    decodeStored('appendEvent', false, () => assertReadableHead(head.session));
     const storedLast = head.events[0]?.id;
     const callerLast = session.events[session.events.length - 1]?.id;
     if (storedLast === callerLast) return head.session.revision;
@@ -688,6 +693,23 @@ function isFrozenEvent(event: Event): boolean {
   if (typeof actions !== 'object' || actions === null) return false;
   const delta: unknown = (actions as { stateDelta?: unknown }).stateDelta;
   return Object.isFrozen(actions) || (typeof delta === 'object' && delta !== null && Object.isFrozen(delta));
+}
+
+/**
+ * A stored head whose revision is not a safe integer or whose
+ * `lastUpdateTime` is not a finite number was not written by adk-state (a
+ * stray write, a damaged record): an append built on it could never match,
+ * and a read would hand out NaN.
+ */
+function assertReadableHead(head: SessionHead): void {
+  if (Number.isSafeInteger(head.revision) && Number.isFinite(head.lastUpdateTime)) return;
+  throw new UnreadableDataError(
+    `the stored head of session ${JSON.stringify(head.id)} has revision ${describeStored(head.revision)} and lastUpdateTime ${describeStored(head.lastUpdateTime)}; adk-state writes an integer and a number`,
+  );
+}
+
+function describeStored(value: unknown): string {
+  return typeof value === 'number' ? String(value) : `${typeof value} ${JSON.stringify(value) ?? String(value)}`;
 }
 
 /** A failure to decode stored data as the typed error it is. */

@@ -6,7 +6,7 @@
  * @packageDocumentation
  */
 
-export { UnreadableDataError } from './errors.js';
+export { isUnreadableData, UnreadableDataError } from './errors.js';
 export { type EventFilter, encodeEvent, type StoredEvent, selectEvents } from './events.js';
 export { compareSessions, type ListQuery, utf16OrderKey } from './listing.js';
 export {

@@ -17,7 +17,16 @@ import {
 } from '../src/store-kit.js';
 
 /** One stored session whose texts the test chooses; writes are accepted and change nothing. */
-function storeHolding(texts: { event?: string; sessionValue?: string; userValue?: string; appValue?: string }) {
+interface Held {
+  event?: string;
+  sessionValue?: string;
+  userValue?: string;
+  appValue?: string;
+  /** Head fields as the store hands them out, in place of good ones. */
+  head?: Record<string, unknown>;
+}
+
+function storeHolding(texts: Held) {
   const bucket = (text: string | undefined): Bucket => new Map(text === undefined ? [] : [['k', text]]);
   const events = (): StoredEvent[] => [{ id: 'e1', timestamp: 1, json: texts.event ?? '{"author":"a"}' }];
   let revision = 5;
@@ -29,6 +38,7 @@ function storeHolding(texts: { event?: string; sessionValue?: string; userValue?
       lastUpdateTime: 1,
       revision,
       state: bucket(texts.sessionValue),
+      ...texts.head,
     },
     userState: bucket(texts.userValue),
     appState: bucket(texts.appValue),
@@ -40,7 +50,8 @@ function storeHolding(texts: { event?: string; sessionValue?: string; userValue?
       return { status: 'created', userState: bucket(texts.userValue), appState: bucket(texts.appValue) };
     },
     async appendEvent(input: { expectedRevision: number }) {
-      if (input.expectedRevision !== revision) return { status: 'stale', revision };
+      const stored = texts.head && 'revision' in texts.head ? texts.head.revision : revision;
+      if (input.expectedRevision !== stored) return { status: 'stale', revision: stored };
       revision++;
       return { status: 'ok' };
     },
@@ -147,6 +158,44 @@ describe('stored data that is not what adk-state writes', () => {
     );
     const outage = await plain.getAppState({ appName: 'a' }).catch((error: unknown) => error);
     expect((outage as BackendError).kind).toBe('outage');
+  });
+
+  it('a head whose revision is not a whole number or whose lastUpdateTime is not a number is unreadable on every path', async () => {
+    const damaged = [
+      { revision: Number.NaN },
+      { revision: '5' },
+      { revision: 5.5 },
+      { revision: undefined },
+      { revision: 2 ** 60 },
+      { lastUpdateTime: Number.NaN },
+      { lastUpdateTime: '1' },
+      { lastUpdateTime: Number.POSITIVE_INFINITY },
+    ];
+    for (const head of damaged) {
+      for (const logCacheBytes of [0, 1 << 20]) {
+        const texts: Held = {};
+        const service = new StateSessionService(storeHolding(texts), { logCacheBytes, onStale: 'reload' });
+        // A good read first: the log cache, when on, holds the session at a good revision.
+        const good = (await service.getSession(key))!;
+        texts.head = head;
+        await expectUnreadable(service.getSession(key), 'getSession');
+        await expectUnreadable(service.getSession({ ...key, config: { numRecentEvents: 1 } }), 'getSession');
+        await expectUnreadable(service.listSessions({ appName: 'a' }), 'listSessions');
+        // Nothing of the bad head was kept: put right, it reads again.
+        texts.head = undefined;
+        expect((await service.getSession(key))?.events).toHaveLength(1);
+        texts.head = head;
+        // An append from a session object the service never saw reads the head first.
+        const byHand: Session = { ...good, state: {}, events: good.events.slice() };
+        const event = createEvent({ id: 'new', author: 'a' });
+        await expectUnreadable(service.appendEvent({ session: byHand, event }), 'appendEvent');
+        // An append found stale reloads the session: it cannot, so nothing was written.
+        if ('revision' in head) {
+          await expectUnreadable(service.appendEvent({ session: good, event }), 'appendEvent');
+          expect(good.events.map((each) => each.id)).toEqual(['e1']);
+        }
+      }
+    }
   });
 
   it('readable data reads as before', async () => {
