@@ -13,7 +13,7 @@
  * keeps the original strings in fields, as {@link storeText} stores them
  * (bytes for a string that is not well-formed UTF-16).
  */
-import { type Bucket, type SessionKey, UnreadableDataError } from '@adk-state/core/store';
+import { type Bucket, type SessionKey, unreadableText } from '@adk-state/core/store';
 import type { CollectionReference, DocumentReference, Firestore } from '@google-cloud/firestore';
 import { documentId, fieldName, isHashedField, keyOfField, readText, type StoredText, storeText } from './encoding.js';
 
@@ -131,14 +131,34 @@ export function encodeState(bucket: Bucket): StoredState {
 export function decodeState(state: StoredState | undefined): Bucket {
   const bucket: Bucket = new Map();
   if (!state) return bucket;
-  if (typeof state !== 'object') throw new UnreadableDataError(`a stored state is a ${typeof state}, not a map`);
+  // What is not text stands in the bucket as such: reads of it fail as unreadable data, a listing leaves it out.
+  if (typeof state !== 'object') {
+    bucket.set('', unreadableText(`a stored state is a ${typeof state}, not a map`));
+    return bucket;
+  }
   for (const name of Object.keys(state)) {
     const entry = state[name] as StoredEntry | null;
-    if (typeof entry === 'string' || entry instanceof Uint8Array) bucket.set(keyOfField(name), readText(entry));
-    else if (typeof entry === 'object' && entry !== null) bucket.set(readText(entry.key), readText(entry.json));
-    else throw new UnreadableDataError(`the stored state entry ${JSON.stringify(name)} is ${String(entry)}`);
+    if (isText(entry)) bucket.set(keyOfField(name), readText(entry));
+    else if (typeof entry === 'object' && entry !== null && isText(entry.key)) {
+      const json: unknown = entry.json;
+      bucket.set(
+        readText(entry.key),
+        isText(json)
+          ? readText(json)
+          : unreadableText(`the stored state entry ${JSON.stringify(name)} has no JSON text`),
+      );
+    } else {
+      bucket.set(
+        keyOfField(name),
+        unreadableText(`the stored state entry ${JSON.stringify(name)} is ${String(entry)}`),
+      );
+    }
   }
   return bucket;
+}
+
+function isText(value: unknown): value is StoredText {
+  return typeof value === 'string' || value instanceof Uint8Array;
 }
 
 /** Dotted update paths (`state.<name>`) for a delta: field names are plain identifiers, so no quoting is needed. */

@@ -7,7 +7,7 @@
  * ever meets the 16 MB document limit. Every document carries
  * `schemaVersion`.
  */
-import { type Bucket, UnreadableDataError } from '@adk-state/core/store';
+import { type Bucket, unreadableText } from '@adk-state/core/store';
 import type { Document, IndexDescription } from 'mongodb';
 import { decodeFieldName, encodeFieldName, encodeKeyPart, type KeyPart } from './encoding.js';
 
@@ -133,13 +133,21 @@ export function stateSets(delta: Bucket): Record<string, string> {
 export function fromStateFields(fields: StateFields | undefined): Bucket {
   const bucket: Bucket = new Map();
   if (fields === undefined || fields === null) return bucket;
-  if (typeof fields !== 'object') throw new UnreadableDataError(`a stored state is a ${typeof fields}, not a document`);
+  // What is not text stands in the bucket as such: reads of it fail as unreadable data, a listing leaves it out.
+  if (typeof fields !== 'object') {
+    bucket.set('', unreadableText(`a stored state is a ${typeof fields}, not a document`));
+    return bucket;
+  }
   for (const name of Object.keys(fields)) {
     const text: unknown = fields[name];
-    if (typeof text !== 'string') {
-      throw new UnreadableDataError(`the stored state field ${JSON.stringify(name)} is not JSON text`);
-    }
-    bucket.set(decodeFieldName(name), text);
+    bucket.set(
+      decodeFieldName(name),
+      typeof text === 'string'
+        ? text
+        : unreadableText(
+            `the stored state field ${JSON.stringify(name)} is ${text === null ? 'null' : `a ${typeof text}`}, not JSON text`,
+          ),
+    );
   }
   return bucket;
 }

@@ -173,24 +173,33 @@ describe('adk-state migrate, run again on a target that took writes', () => {
     const target = redisDb(redis, 7);
     const raw = new Redis(source.uri);
     try {
-      for (const sessionId of ['sa', 'sbad', 'sc']) {
+      const damaged = ['sbad', 'shead', 'sstate'];
+      for (const sessionId of ['sa', ...damaged, 'sc']) {
         const key = { appName: 'damaged', userId: 'ada', sessionId };
         await source.service.createSession({ ...key, state: { n: 0 } });
         await write(source.service, key, T0 + 1, { n: 1 });
       }
-      // The log of one session changed outside adk-state: its one entry is no longer an event.
-      const logs: string[] = [];
-      for (const name of await raw.keys('*sbad*')) if ((await raw.type(name)) === 'list') logs.push(name);
-      expect(logs).toHaveLength(1);
-      await raw.lset(logs[0] as string, 0, 'not an entry');
+      // Three sessions changed outside adk-state: a log entry that is no longer an event, a
+      // revision that is not a number, a state value that is not JSON. The listing of the app
+      // still shows every session, so that the others are copied.
+      const keyOf = async (sessionId: string, part: 'e' | 's') => {
+        const names = await raw.keys(`*:${part}:*${sessionId}`);
+        expect(names).toHaveLength(1);
+        return names[0] as string;
+      };
+      await raw.lset(await keyOf('sbad', 'e'), 0, 'not an entry');
+      await raw.hset(await keyOf('shead', 's'), '\u0000r', 'seven');
+      await raw.hset(await keyOf('sstate', 's'), 'n', '{broken');
       const run = await runCli(['migrate', '--from', source.uri, '--to', target.uri, '--app', 'damaged']);
       expect(run.code, run.stdout + run.stderr).toBe(1);
-      expect(run.stdout + run.stderr).toMatch(/failed: .*sbad.*Stored data could not be read/);
+      for (const sessionId of damaged) {
+        expect(run.stdout + run.stderr).toMatch(new RegExp(`failed: .*${sessionId}.*Stored data could not be read`));
+        expect(await target.service.getSession({ appName: 'damaged', userId: 'ada', sessionId })).toBeUndefined();
+      }
       for (const sessionId of ['sa', 'sc']) {
         const copied = await target.service.getSession({ appName: 'damaged', userId: 'ada', sessionId });
         expect(copied?.state).toEqual({ n: 1 });
       }
-      expect(await target.service.getSession({ appName: 'damaged', userId: 'ada', sessionId: 'sbad' })).toBeUndefined();
     } finally {
       raw.disconnect();
       await Promise.all([source.service.close(), target.service.close()]);

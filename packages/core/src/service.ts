@@ -41,7 +41,15 @@ import { type CachedLog, LogCache, logBytes } from './log-cache.js';
 import { assertPositiveNumber } from './options.js';
 import { adoptIndex, firstPositions, placeEvent } from './placement.js';
 import { assertNonEmptyString, isPossibleKey, type SessionKey, toEventFilter } from './requests.js';
-import { bucketToObject, combineState, dropWrite, type ScopedWrites, scopeOf, splitState } from './scopes.js';
+import {
+  type Bucket,
+  bucketToObject,
+  combineState,
+  dropWrite,
+  type ScopedWrites,
+  scopeOf,
+  splitState,
+} from './scopes.js';
 import type { LoadResult, SessionHead, SessionRecord, SessionStore, StoreCall } from './store.js';
 import { type CallTarget, type StoreUsage, Telemetry, type TelemetryOptions } from './telemetry.js';
 import { defineEntry } from './values.js';
@@ -121,6 +129,9 @@ export const DEFAULT_MAX_RELOADS = 32;
  */
 const FIRST_REVISION_LIMIT = 2 ** 30;
 
+/** How many damaged listed sessions a service remembers having warned about before it starts afresh. */
+const WARNED_LIMIT = 1000;
+
 /**
  * A drop-in `sessionService` for the `@google/adk` Runner over any store.
  * Adapters export a subclass that only picks the store.
@@ -145,6 +156,8 @@ export class StateSessionService extends BaseSessionService {
    * see {@link StateSessionService.#supersededKeys}.
    */
   readonly #storedWrites = new WeakMap<Session, Record<string, unknown>>();
+  /** Listed sessions this service has warned about (see `#listed`). */
+  readonly #warnedUnreadable = new Set<string>();
 
   constructor(store: SessionStore, options: StateSessionServiceOptions = {}) {
     super();
@@ -330,10 +343,61 @@ export class StateSessionService extends BaseSessionService {
   override async listSessions(request: ListSessionsRequest): Promise<ListSessionsResponse> {
     const query = toListQuery(request);
     const result = await this.#call('listSessions', READ, query, (call) => this.store.listSessions(query, call));
-    const sessions = decodeStored('listSessions', false, () =>
-      result.sessions.map((record) => this.#fromRecord(record, result.userStates.get(record.userId), result.appState)),
+    const sessions = result.sessions.map((record) =>
+      this.#listed(record, result.userStates.get(record.userId), result.appState),
     );
     return { sessions, ...pageInfo(request, result.totalItems) };
+  }
+
+  /**
+   * A listed session. One whose stored record cannot be decoded (changed or
+   * damaged outside adk-state) is listed with what can be read of it, so that
+   * it does not hide the others: the scopes whose values decode, its
+   * `lastUpdateTime` if that is a number (else 0). No revision is kept for
+   * it, so an append through it reads the stored head first, and a
+   * `getSession` of it fails with kind `'unreadable-data'`. A warning says so,
+   * once per session for this service.
+   */
+  #listed(record: SessionRecord, user: Bucket | undefined, app: Bucket): Session {
+    try {
+      return this.#fromRecord(record, user, app);
+    } catch (error) {
+      if (!isUnreadableData(error)) throw error;
+      const readable = (session: Bucket, userBucket?: Bucket, appBucket?: Bucket) => {
+        try {
+          return combineState(session, userBucket, appBucket);
+        } catch (failure) {
+          if (isUnreadableData(failure)) return undefined;
+          throw failure;
+        }
+      };
+      const none: Bucket = new Map();
+      const state = {
+        ...readable(record.state),
+        ...readable(none, undefined, app),
+        ...readable(none, user),
+      };
+      this.#warnUnreadableListed(record, error);
+      return {
+        id: record.id,
+        appName: record.appName,
+        userId: record.userId,
+        state,
+        events: [],
+        lastUpdateTime: Number.isFinite(record.lastUpdateTime) ? record.lastUpdateTime : 0,
+      };
+    }
+  }
+
+  #warnUnreadableListed(record: SessionRecord, error: UnreadableDataError): void {
+    const id = JSON.stringify([record.appName, record.userId, record.id]);
+    if (this.#warnedUnreadable.has(id)) return;
+    if (this.#warnedUnreadable.size >= WARNED_LIMIT) this.#warnedUnreadable.clear();
+    this.#warnedUnreadable.add(id);
+    process.emitWarning(
+      `adk-state: session ${JSON.stringify(record.id)} of user ${JSON.stringify(record.userId)} in app ${JSON.stringify(record.appName)} is listed with only what can be read of it (${error.message}); getSession of it fails until the record is repaired or the session deleted`,
+      { type: 'AdkStateWarning', code: 'ADK_STATE_UNREADABLE_LISTED' },
+    );
   }
 
   override async deleteSession(request: DeleteSessionRequest): Promise<void> {

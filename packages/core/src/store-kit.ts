@@ -38,3 +38,4 @@ export type {
 } from './store.js';
 export { CONSISTENT_READ_ATTEMPTS, ConsistentReadContention, callAbandoned } from './store.js';
 export type { StoreUsage } from './telemetry.js';
+export { unreadableText } from './values.js';

@@ -253,12 +253,28 @@ export function encodeValue(value: JsonValue): string {
  * Parses stored text back into a fresh value. Objects are rebuilt with
  * own-property definitions, so a key such as `__proto__` stays an ordinary key.
  */
+/** Begins an {@link unreadableText}: JSON text never begins with NUL. */
+const UNREADABLE_MARK = '\u0000unreadable: ';
+
 export function decodeValue(text: string): JsonValue {
+  if (typeof text === 'string' && text.startsWith(UNREADABLE_MARK)) {
+    throw new UnreadableDataError(text.slice(UNREADABLE_MARK.length));
+  }
   try {
     return JSON.parse(text) as JsonValue;
   } catch (error) {
     throw new UnreadableDataError(`a stored state value is not JSON (${(error as Error).message})`, { cause: error });
   }
+}
+
+/**
+ * What a store puts in a bucket in place of a stored value that is not text
+ * (a record changed outside adk-state): every read of it fails as
+ * unreadable data, saying `what`, and a listing shows its session without
+ * that scope, as for a text that is not JSON.
+ */
+export function unreadableText(what: string): string {
+  return UNREADABLE_MARK + what;
 }
 
 /**

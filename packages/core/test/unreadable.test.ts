@@ -77,6 +77,21 @@ function storeHolding(texts: Held) {
 
 const key = { appName: 'a', userId: 'u', sessionId: 's' };
 
+/** What `run` resolves to, and the process warnings emitted meanwhile. */
+async function withWarnings<T>(run: () => Promise<T>): Promise<{ result: T; warnings: Error[] }> {
+  const warnings: Error[] = [];
+  const listener = (warning: Error) => warnings.push(warning);
+  process.on('warning', listener);
+  try {
+    const result = await run();
+    // Warnings are delivered on a later tick.
+    await new Promise((resolve) => setImmediate(resolve));
+    return { result, warnings };
+  } finally {
+    process.off('warning', listener);
+  }
+}
+
 async function expectUnreadable(promise: Promise<unknown>, operation: string, mayHaveApplied = false): Promise<void> {
   const error = await promise.then(
     () => undefined,
@@ -109,12 +124,35 @@ describe('stored data that is not what adk-state writes', () => {
     }
   });
 
-  it('a state value that is not JSON fails every read of it as unreadable data', async () => {
-    for (const texts of [{ sessionValue: '{' }, { userValue: 'undefined' }, { appValue: "'x'" }]) {
+  it('a state value that is not JSON fails every read of it as unreadable data; a listing shows the rest, and warns', async () => {
+    const readable = { sessionValue: '1', userValue: '"u"', appValue: '[2]' };
+    const cases: Array<[Held, Record<string, unknown>]> = [
+      [
+        { ...readable, sessionValue: '{' },
+        { 'user:k': 'u', 'app:k': [2] },
+      ],
+      [
+        { ...readable, userValue: 'undefined' },
+        { k: 1, 'app:k': [2] },
+      ],
+      [
+        { ...readable, appValue: "'x'" },
+        { k: 1, 'user:k': 'u' },
+      ],
+    ];
+    for (const [texts, shown] of cases) {
       for (const logCacheBytes of [0, 1 << 20]) {
         const service = new StateSessionService(storeHolding(texts), { logCacheBytes });
         await expectUnreadable(service.getSession(key), 'getSession');
-        await expectUnreadable(service.listSessions({ appName: 'a' }), 'listSessions');
+        const { result, warnings } = await withWarnings(() => service.listSessions({ appName: 'a' }));
+        expect(result.sessions).toEqual(
+          [{ ...key, id: 's', state: shown, events: [], lastUpdateTime: 1 }].map(
+            ({ sessionId, ...session }) => session,
+          ),
+        );
+        expect(warnings).toEqual([expect.objectContaining({ code: 'ADK_STATE_UNREADABLE_LISTED' })]);
+        // Once per session for a service.
+        expect((await withWarnings(() => service.listSessions({ appName: 'a' }))).warnings).toEqual([]);
       }
     }
     const service = new StateSessionService(storeHolding({ userValue: '[1,', appValue: 'NaN' }));
@@ -180,7 +218,16 @@ describe('stored data that is not what adk-state writes', () => {
         texts.head = head;
         await expectUnreadable(service.getSession(key), 'getSession');
         await expectUnreadable(service.getSession({ ...key, config: { numRecentEvents: 1 } }), 'getSession');
-        await expectUnreadable(service.listSessions({ appName: 'a' }), 'listSessions');
+        // Listed with what can be read: its state and a time (0 when the stored one is not a number).
+        const listed = (await withWarnings(() => service.listSessions({ appName: 'a' }))).result.sessions;
+        expect(listed.map((session) => [session.id, session.lastUpdateTime])).toEqual([
+          ['s', 'lastUpdateTime' in head ? 0 : 1],
+        ]);
+        // An append through a listed session reads the head first, and cannot.
+        await expectUnreadable(
+          service.appendEvent({ session: listed[0]!, event: createEvent({ author: 'a' }) }),
+          'appendEvent',
+        );
         // Nothing of the bad head was kept: put right, it reads again.
         texts.head = undefined;
         expect((await service.getSession(key))?.events).toHaveLength(1);
