@@ -399,9 +399,10 @@ return view or 1
  * without asking the log, and HSETNX both tests for the id and records it.
  * After the fixed arguments: the session, user and app pairs.
  * Returns -1 when the session is missing, the stored revision as text (a
- * bulk reply, never confused with the integers) when stale, 0 when stored, or the outbox view when there is an app delta to apply;
- * {@link UNREADABLE_HEAD} or {@link UNREADABLE_LOG}, having written nothing,
- * when the session hash or the log is not what the scripts write.
+ * bulk reply, never confused with the integers) when stale, 0 when stored,
+ * or the outbox view when there is an app delta to apply; and, having
+ * written nothing, {@link UNREADABLE_HEAD} or {@link UNREADABLE_LOG} when the
+ * session hash or the log is not what the scripts write.
  */
 export const APPEND = define(
   'append',

@@ -249,13 +249,13 @@ export function encodeValue(value: JsonValue): string {
   return JSON.stringify(value);
 }
 
+/** Begins an {@link unreadableText}: JSON text never begins with NUL. */
+const UNREADABLE_MARK = '\u0000unreadable: ';
+
 /**
  * Parses stored text back into a fresh value. Objects are rebuilt with
  * own-property definitions, so a key such as `__proto__` stays an ordinary key.
  */
-/** Begins an {@link unreadableText}: JSON text never begins with NUL. */
-const UNREADABLE_MARK = '\u0000unreadable: ';
-
 export function decodeValue(text: string): JsonValue {
   if (typeof text === 'string' && text.startsWith(UNREADABLE_MARK)) {
     throw new UnreadableDataError(text.slice(UNREADABLE_MARK.length));
