@@ -63,9 +63,16 @@ export interface RedisStoreWarning {
    * `app-mark-behind`: the app slot lost marks of applied entries;
    * `shard-position-behind`: a shard lost outbox positions; `drain-failed`:
    * a drain could not read or apply every shard; `read-not-one-moment`: a
-   * session read met writes between its reads every time and shows its last read.
+   * session read met writes between its reads every time and shows its last read;
+   * `unreadable-outbox-entry`: an outbox entry not written by the store (changed
+   * outside it) was applied as nothing.
    */
-  code: 'app-mark-behind' | 'shard-position-behind' | 'drain-failed' | 'read-not-one-moment';
+  code:
+    | 'app-mark-behind'
+    | 'shard-position-behind'
+    | 'drain-failed'
+    | 'read-not-one-moment'
+    | 'unreadable-outbox-entry';
   message: string;
   appName: string;
   shard?: number;
@@ -85,14 +92,51 @@ export interface OutboxView {
 /** The reply shape of the Lua `outbox_view`. */
 export type OutboxReply = [string, string, string[]];
 
-export function parseView(reply: OutboxReply): OutboxView {
+/**
+ * An outbox view of a script's reply. An entry the scripts did not write (a
+ * position that is not a number, a delta that is not a list of field/value
+ * texts: changed outside adk-state) cannot block the app's reads and
+ * writes: a position that is no number is left out, a delta that cannot be
+ * read is applied as nothing, and `onUnreadable` is told of both.
+ */
+export function parseView(reply: OutboxReply, onUnreadable?: (position: string) => void): OutboxView {
   const [last, floor, flat] = reply;
   const entries: Array<[number, string]> = [];
   for (let index = 0; index < flat.length; index += 2) {
-    entries.push([Number(flat[index]), flat[index + 1] as string]);
+    const position = Number(flat[index]);
+    const delta = flat[index + 1];
+    if (!Number.isFinite(position)) {
+      onUnreadable?.(String(flat[index]));
+      continue;
+    }
+    if (isDelta(delta)) entries.push([position, delta]);
+    else {
+      // A position the outbox no longer holds a delta for (its index outlived it) is applied as nothing
+      // without a word: entries at or below a mark are never applied, and the reads repair the rest.
+      // (Missing comes as nil, or as false through the scripts' JSON replies.)
+      if (delta !== null && delta !== undefined && (delta as unknown) !== false) onUnreadable?.(String(flat[index]));
+      entries.push([position, EMPTY_DELTA]);
+    }
   }
   entries.sort((a, b) => a[0] - b[0]);
   return { last: Number(last), floor: Number(floor), entries };
+}
+
+/** A delta that writes nothing. */
+const EMPTY_DELTA = '[]';
+
+/** Whether `delta` is what writes put in an outbox: the JSON text of a list of field, value, … texts. */
+function isDelta(delta: unknown): delta is string {
+  if (typeof delta !== 'string') return false;
+  let fields: unknown;
+  try {
+    fields = JSON.parse(delta);
+  } catch {
+    return false;
+  }
+  if (!Array.isArray(fields) || fields.length % 2 !== 0) return false;
+  for (const field of fields) if (typeof field !== 'string') return false;
+  return true;
 }
 
 /** The app state a read shows: the bucket with the entries above `mark` laid over it, in order. */
@@ -158,10 +202,28 @@ export class Outbox {
   /** `<app>#<shard>` -> the timer that hands the shard its mark if no write does first. */
   readonly #flushes = new Map<string, ReturnType<typeof setTimeout>>();
   readonly #stop = new AbortController();
+  /** Outbox entries warned about as unreadable (`<app>#<shard>#<position>`), so that each is told once. */
+  readonly #unreadable = new Set<string>();
 
   constructor(run: Runner, options: OutboxOptions) {
     this.#run = run;
     this.#options = options;
+  }
+
+  /** A shard's outbox view of a script's reply, warning (once each) of entries that cannot be read. */
+  view(reply: OutboxReply, appName: string, shard: number): OutboxView {
+    return parseView(reply, (position) => {
+      const id = `${slotId(appName, shard)}#${position}`;
+      if (this.#unreadable.has(id)) return;
+      if (this.#unreadable.size >= ACK_MEMORY) this.#unreadable.clear();
+      this.#unreadable.add(id);
+      this.#options.warn({
+        code: 'unreadable-outbox-entry',
+        appName,
+        shard,
+        message: `the entry at position ${JSON.stringify(position)} of shard ${shard}'s outbox is not what the store writes (changed outside it): it is applied as nothing, its app: writes are lost`,
+      });
+    });
   }
 
   /** The mark learned for a shard and not yet handed to it ('' for none); handed over by the write it goes with. */
@@ -258,7 +320,7 @@ export class Outbox {
       }
       // The app slot is behind the view: read the outbox again from its mark.
       const keys = shardKeys(this.#options.prefix, appName, shard, this.#options.shards);
-      current = parseView(
+      current = this.view(
         (await this.#run(
           operation,
           true,
@@ -267,6 +329,8 @@ export class Outbox {
           keyList(PEEK, keys),
           argList(PEEK, { ack: '', from: mark, keepUs: this.#options.keepUs }),
         )) as OutboxReply,
+        appName,
+        shard,
       );
       if (current.floor > Number(mark) || attempt >= 3) {
         await this.#raise(operation, call, app.marks, String(shard), current.floor);
@@ -467,7 +531,7 @@ export class Outbox {
       shards.push(shardKeys(this.#options.prefix, appName, shard, this.#options.shards));
     }
     const peek = async (keys: ShardKeys) =>
-      parseView(
+      this.view(
         (await this.#run(
           'drain',
           true,
@@ -476,6 +540,8 @@ export class Outbox {
           keyList(PEEK, keys),
           argList(PEEK, { ack: this.takeAck(appName, keys.shard), from: '', keepUs: this.#options.keepUs }),
         )) as OutboxReply,
+        appName,
+        keys.shard,
       );
     const read = await Promise.allSettled(shards.map(peek));
     const failures: unknown[] = [];

@@ -131,15 +131,16 @@ end
  * or a read touches only the entries it needs, however many are kept.
  */
 const OUTBOX = `
--- The outbox's last, known and floor positions, as numbers (-1: none).
+-- The outbox's last, known and floor positions, as numbers (-1: none; a field that is not a
+-- number, changed outside the store, counts as none).
 local function outbox_meta(outbox)
   local meta = redis.call('HMGET', outbox, ${F.last}, ${F.known}, ${F.floor})
-  return { tonumber(meta[1] or '0'), tonumber(meta[2] or '-1'), tonumber(meta[3] or '-1') }
+  return { tonumber(meta[1]) or 0, tonumber(meta[2]) or -1, tonumber(meta[3]) or -1 }
 end
 
 -- Adds an entry (the delta as JSON text) and returns its position.
 local function outbox_add(outbox, delta)
-  local last = tonumber(redis.call('HGET', outbox, ${F.last}) or '0')
+  local last = tonumber(redis.call('HGET', outbox, ${F.last})) or 0
   local at = string.format('%.0f', math.max(now_us(), last + 1))
   redis.call('HSET', outbox, ${F.last}, at, at, delta)
   redis.call('ZADD', outbox .. ${I}, at, at)
@@ -165,7 +166,7 @@ local function outbox_ack(outbox, ack, keep_us)
   redis.call('ZREM', index, unpack(gone))
   -- The floor moves only over entries removed (all of them up to cut, or up to the 1000th).
   local floor = cut
-  if #gone == 1000 then floor = tonumber(gone[#gone]) end
+  if #gone == 1000 then floor = tonumber(gone[#gone]) or cut end
   meta[3] = floor
   redis.call('HSET', outbox, ${F.floor}, string.format('%.0f', floor))
   return meta
@@ -176,7 +177,8 @@ end
 -- or 'from' when lower (a reader whose app read is older), never below the removed ones.
 local function outbox_view(outbox, meta, from)
   local cut = meta[2]
-  if from ~= '' and tonumber(from) < cut then cut = tonumber(from) end
+  local from_position = tonumber(from)
+  if from_position and from_position < cut then cut = from_position end
   if meta[3] > cut then cut = meta[3] end
   local text = string.format('%.0f', cut)
   local positions = redis.call('ZRANGEBYSCORE', outbox .. ${I}, '(' .. text, '+inf')
@@ -504,7 +506,8 @@ else
     local chunk = redis.call('LRANGE', KEYS.events, low, high)
     local cut = 0
     for index = #chunk, 1, -1 do
-      if tonumber(string.match(chunk[index], '^[^ ]*')) <= after then
+      -- An entry without a timestamp (changed outside the store) is sent: the client then says so.
+      if (tonumber(string.match(chunk[index], '^[^ ]*')) or math.huge) <= after then
         cut = index
         break
       end
@@ -717,6 +720,8 @@ while at <= #ARGV do
   local count = tonumber(ARGV[at + 2])
   local mark = redis.call('HGET', KEYS.marks, shard) or '-1'
   local done = tonumber(mark)
+  -- A mark that is not a number (changed outside the store) counts as none.
+  if not done then mark, done = '-1', -1 end
   local gap = 0
   if floor > done then
     gap = 1
@@ -763,7 +768,7 @@ if ARGV.shard ~= '' then mark = redis.call('HGET', KEYS.marks, ARGV.shard) or '-
 local claimed = 0
 if ARGV.drainMs ~= '' then
   local now = now_ms()
-  local last = tonumber(redis.call('HGET', KEYS.marks, ${F.drained}) or '0')
+  local last = tonumber(redis.call('HGET', KEYS.marks, ${F.drained})) or 0
   if now - last >= tonumber(ARGV.drainMs) then
     local ok = redis.pcall('HSET', KEYS.marks, ${F.drained}, string.format('%.0f', now))
     if type(ok) == 'number' then claimed = 1 end

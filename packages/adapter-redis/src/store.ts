@@ -55,15 +55,7 @@ import {
   UPDATED_FIELD,
   userKeys,
 } from './keys.js';
-import {
-  layOver,
-  Outbox,
-  type OutboxReply,
-  oneMoment,
-  parseView,
-  type RedisStoreWarning,
-  type Runner,
-} from './outbox.js';
+import { layOver, Outbox, type OutboxReply, oneMoment, type RedisStoreWarning, type Runner } from './outbox.js';
 import {
   APPEND,
   APPLY,
@@ -284,7 +276,7 @@ export class RedisStore implements SessionStore {
       return { status: 'exists' };
     }
     const [user, outbox] = reply as [string[], OutboxReply];
-    const view = parseView(outbox);
+    const view = this.#outbox.view(outbox, input.key.appName, keys.shard);
     let app: string[];
     if (appRead) {
       const { bucket, mark } = await appRead;
@@ -325,7 +317,7 @@ export class RedisStore implements SessionStore {
         call,
         input.key.appName,
         keys.shard,
-        parseView(reply as OutboxReply),
+        this.#outbox.view(reply as OutboxReply, input.key.appName, keys.shard),
         false,
       );
     }
@@ -374,7 +366,9 @@ export class RedisStore implements SessionStore {
     }
     const read = await this.#outbox.read('getSession', call, key.appName, keys, async (from) => {
       const reply = await load(from);
-      return reply === 0 ? undefined : { result: reply, view: parseView(reply[2] as OutboxReply) };
+      return reply === 0
+        ? undefined
+        : { result: reply, view: this.#outbox.view(reply[2] as OutboxReply, key.appName, keys.shard) };
     });
     return read === undefined ? undefined : loaded(key, read.result, read.appState, held !== undefined);
   }
@@ -405,7 +399,7 @@ export class RedisStore implements SessionStore {
         call,
         input.key.appName,
         keys.shard,
-        parseView(reply as OutboxReply),
+        this.#outbox.view(reply as OutboxReply, input.key.appName, keys.shard),
         false,
       );
       return { status: 'ok' };

@@ -10,7 +10,9 @@ import { createEvent } from '@google/adk';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { RedisSessionService } from '../src/index.js';
-import { appKeys, encodeText, FIELD, sessionKeys } from '../src/keys.js';
+import { appKeys, encodeText, FIELD, OUTBOX_INDEX_SUFFIX, sessionKeys, shardKeys, shardOf } from '../src/keys.js';
+import type { RedisStoreWarning } from '../src/outbox.js';
+import { outboxServices } from './support/index.js';
 
 async function failure(promise: Promise<unknown>): Promise<BackendError> {
   const error = await promise.then(
@@ -56,7 +58,7 @@ describe('the Redis store with records it cannot read', () => {
       const reading = new RedisSessionService({ client, keyPrefix });
       const uncached = new RedisSessionService({ client, keyPrefix, logCacheBytes: 0 });
       for (const service of [reading, uncached]) {
-        for (const config of [undefined, { numRecentEvents: 1 }]) {
+        for (const config of [undefined, { numRecentEvents: 1 }, { afterTimestamp: 0 }]) {
           const error = await failure(service.getSession({ ...key, config }));
           expect(error.kind).toBe('unreadable-data');
           expect(error.mayHaveApplied).toBe(false);
@@ -188,5 +190,68 @@ describe('the Redis store with records it cannot read', () => {
     await service.appendEvent({ session, event: createEvent({ id: 'e1', author: 'a' }) });
     expect(await client.zscore(expiry, 'no separator here')).toBeNull();
     expect((await service.getSession(key))?.events.map((event) => event.id)).toEqual(['e1']);
+  });
+});
+
+describe('the outbox protocol (one server, clusterProtocol) with outbox records changed outside the store', () => {
+  let client: Redis;
+  beforeAll(() => {
+    client = new Redis(inject('redisUrl'));
+  });
+  afterAll(async () => {
+    await client.quit();
+  });
+
+  const SHARDS = 4;
+
+  async function fixture(drainIntervalMs = Number.POSITIVE_INFINITY) {
+    const keyPrefix = `${inject('testPrefix')}-${randomUUID()}:`;
+    const warnings: RedisStoreWarning[] = [];
+    const service = outboxServices({ client: () => client, keyPrefix, shards: SHARDS, warnings })({ drainIntervalMs });
+    const key = { appName: 'app', userId: 'u', sessionId: 's' };
+    const session = await service.createSession({ ...key, state: { 'app:a': 1 } });
+    const shard = shardKeys(keyPrefix, 'app', shardOf('u', SHARDS), SHARDS);
+    return { service, key, session, warnings, shard, app: appKeys(keyPrefix, 'app') };
+  }
+
+  /** An append with an app: key, then every read: none fails, and the append's value shows. */
+  async function stillWorks(fixtureOf: Awaited<ReturnType<typeof fixture>>, value: number) {
+    const { service, key, session } = fixtureOf;
+    await service.appendEvent({
+      session,
+      event: createEvent({ author: 'a', actions: { stateDelta: { 'app:a': value } } }),
+    });
+    expect((await service.getSession(key))?.state).toEqual({ 'app:a': value });
+    expect(await service.getAppState({ appName: key.appName })).toEqual({ a: value });
+    expect((await service.listSessions({ appName: key.appName })).sessions).toHaveLength(1);
+  }
+
+  it('a pending entry that is not a delta is applied as nothing, with a warning; reads and writes go on', async () => {
+    for (const delta of ['not json', '{"a":1}', '["odd"]', '[1,2]']) {
+      const fixtureOf = await fixture();
+      const { service, key, warnings, shard } = fixtureOf;
+      // An entry above every position: pending, so the next read applies it.
+      const position = String(Number(await client.hget(shard.outbox, FIELD.last)) + 1_000_000);
+      await client.hset(shard.outbox, position, delta, FIELD.last, position);
+      await client.zadd(shard.outbox + OUTBOX_INDEX_SUFFIX, position, position);
+      expect((await service.getSession(key))?.state).toEqual({ 'app:a': 1 });
+      expect(warnings.map((warning) => warning.code)).toContain('unreadable-outbox-entry');
+      await stillWorks(fixtureOf, 2);
+    }
+  });
+
+  it('outbox positions, marks and drain times that are not numbers are taken as none; reads and writes go on', async () => {
+    const damages: Array<(at: Awaited<ReturnType<typeof fixture>>) => Promise<unknown>> = [
+      ({ shard }) => client.hset(shard.outbox, FIELD.last, 'x', FIELD.known, 'y', FIELD.floor, 'z'),
+      ({ app, shard }) => client.hset(app.marks, String(shard.shard), 'soon'),
+      ({ app }) => client.hset(app.marks, FIELD.drained, 'never'),
+    ];
+    for (const [index, damage] of damages.entries()) {
+      // Drains due at once, so that every read claims one (and reads the time of the last).
+      const fixtureOf = await fixture(index === 2 ? 1 : undefined);
+      await damage(fixtureOf);
+      await stillWorks(fixtureOf, 10 + index);
+      await stillWorks(fixtureOf, 20 + index);
+    }
   });
 });
