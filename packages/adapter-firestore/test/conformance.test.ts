@@ -5,6 +5,7 @@ import type { Firestore } from '@google-cloud/firestore';
 import { afterAll, inject } from 'vitest';
 import { FirestoreSessionService } from '../src/index.js';
 import { emulatorClient } from './support/client.js';
+import { firestoreDamage } from './support/damage.js';
 import { THIRD_PARTY_EMULATOR_DIVERGENCES } from './support/divergences.js';
 
 const emulator = inject('firestoreEmulator');
@@ -37,9 +38,17 @@ function outage(): Capabilities['outage'] {
   };
 }
 
+/** The damage control's own client, made on first use. */
+let raw: Firestore | undefined;
+function rawClient(): Firestore {
+  raw ??= emulatorClient();
+  return raw;
+}
+
 // Whatever happens in a test, the emulator runs again for the next file.
-afterAll(() => {
+afterAll(async () => {
   if (emulator.processGroup !== undefined) signalGroup(emulator.processGroup, 'SIGCONT');
+  await raw?.terminate();
 });
 
 runConformanceSuite({
@@ -60,6 +69,7 @@ runConformanceSuite({
     expiry: {
       absent: 'Firestore removes expired documents by its TTL policy, within about a day (the emulator never)',
     },
+    damage: firestoreDamage(rawClient, rootCollection),
   },
   divergences: emulator.kind === 'third-party' ? THIRD_PARTY_EMULATOR_DIVERGENCES : [],
 });

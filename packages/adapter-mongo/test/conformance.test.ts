@@ -7,17 +7,34 @@
  * back.
  */
 import { runConformanceSuite } from '@adk-state/conformance-tests';
+import { MongoClient } from 'mongodb';
 import { MongoSessionService } from '../src/index.js';
+import { mongoDamage } from './damage.js';
 import { conformanceBackend, MONGO_TTL_ABSENT, uniqueDbName } from './support.js';
 
 const dbName = uniqueDbName('conformance');
 const backend = conformanceBackend(dbName);
+
+/** The damage control's own client, made on first use. */
+let raw: MongoClient | undefined;
+function rawClient(): MongoClient {
+  raw ??= new MongoClient(backend.url());
+  return raw;
+}
 
 runConformanceSuite({
   name: 'adapter-mongo',
   setup: () => backend.setup(),
   create: (options) => new MongoSessionService({ ...options, url: backend.url(), dbName }),
   destroy: (service) => service.close(),
-  teardown: () => backend.teardown(),
-  capabilities: { sharedBackend: true, outage: backend.outage, expiry: { absent: MONGO_TTL_ABSENT } },
+  teardown: async () => {
+    await raw?.close();
+    await backend.teardown();
+  },
+  capabilities: {
+    sharedBackend: true,
+    outage: backend.outage,
+    expiry: { absent: MONGO_TTL_ABSENT },
+    damage: mongoDamage(rawClient, dbName),
+  },
 });

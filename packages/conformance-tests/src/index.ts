@@ -37,8 +37,11 @@ export type {
   ConformanceService,
   ConformanceServiceOptions,
   ConformanceTarget,
+  DamageControl,
+  DamagedKey,
   Divergence,
   OutageControl,
+  Restore,
 } from './target.js';
 
 /** Every test id the suite declares, in order (for checking divergence records). */
@@ -84,7 +87,7 @@ export function runConformanceSuite<S extends ConformanceService>(target: Confor
               it.skip(`${name} (skipped: ${skipped})`, () => {});
               return;
             }
-            const outage = target.capabilities.outage;
+            const { outage, damage } = target.capabilities;
             const reason = divergences.get(id);
             const run = async () => {
               const made: S[] = [];
@@ -95,6 +98,7 @@ export function runConformanceSuite<S extends ConformanceService>(target: Confor
                   return service;
                 },
                 outage && !('absent' in outage) ? outage : undefined,
+                damage && !('absent' in damage) ? damage : undefined,
               );
               const seen = faults?.count() ?? 0;
               try {

@@ -7,7 +7,13 @@ import { randomUUID } from 'node:crypto';
 import type { StateSessionServiceOptions } from '@adk-state/core';
 import { createEvent, type Event, type GetSessionConfig, type Session } from '@google/adk';
 import { expect } from 'vitest';
-import type { Capabilities, ConformanceService, ConformanceServiceOptions, OutageControl } from './target.js';
+import type {
+  Capabilities,
+  ConformanceService,
+  ConformanceServiceOptions,
+  DamageControl,
+  OutageControl,
+} from './target.js';
 
 /** What one test gets. */
 export interface TestKit {
@@ -31,6 +37,8 @@ export interface TestKit {
   reload(session: SessionRef, options?: ReloadOptions): Promise<Session>;
   /** The target's outage control, in tests that require the `outage` capability. */
   outage?: OutageControl;
+  /** The target's damage control, in tests that require the `damage` capability. */
+  damage?: DamageControl;
 }
 
 /** How {@link TestKit.fresh} makes its session. */
@@ -72,6 +80,7 @@ export interface ReloadOptions extends GetSessionConfig {
 export function createKit(
   create: (options: ConformanceServiceOptions) => Promise<ConformanceService>,
   outage?: OutageControl,
+  damage?: DamageControl,
 ): TestKit {
   const made: ConformanceService[] = [];
   const kit: TestKit = {
@@ -109,6 +118,7 @@ export function createKit(
       return got;
     },
     ...(outage ? { outage } : {}),
+    ...(damage ? { damage } : {}),
   };
   return kit;
 }

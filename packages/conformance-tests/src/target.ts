@@ -27,6 +27,33 @@ export interface OutageControl {
   start(): Promise<void> | void;
 }
 
+/** The key of a stored session, as the damage control is given it. */
+export interface DamagedKey {
+  appName: string;
+  userId: string;
+  sessionId: string;
+}
+
+/** Puts back exactly what a {@link DamageControl} method changed. */
+export type Restore = () => Promise<void>;
+
+/**
+ * How the suite changes a stored session behind the service's back, as a
+ * record changed or damaged outside adk-state would be, straight in the
+ * backend (a raw client). Each method changes one thing of the stored
+ * session `key` and resolves to a function that puts it back exactly.
+ */
+export interface DamageControl {
+  /** Its revision becomes something that is not a whole number (a word). */
+  revision(key: DamagedKey): Promise<Restore>;
+  /** Its `lastUpdateTime` becomes something that is not a number. */
+  lastUpdateTime(key: DamagedKey): Promise<Restore>;
+  /** The stored value of its session-scope state key `stateKey` becomes something that is not JSON text. */
+  stateValue(key: DamagedKey, stateKey: string): Promise<Restore>;
+  /** The stored form of its event `eventId` becomes something that is not an event. */
+  event(key: DamagedKey, eventId: string): Promise<Restore>;
+}
+
 /** What the backend offers beyond the contract every store meets. */
 export interface Capabilities {
   /**
@@ -51,6 +78,12 @@ export interface Capabilities {
    * monitor, once a minute).
    */
   expiry?: true | { absent: string };
+  /**
+   * How to damage a stored session in the backend (enables the
+   * damaged-records group), or `{ absent: reason }` for a store that keeps
+   * no record outside the service (an in-process store).
+   */
+  damage?: DamageControl | { absent: string };
 }
 
 /** What `create()` is asked for: core's options, and the creation-clock time to live of the expiry tests. */

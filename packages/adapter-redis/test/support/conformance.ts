@@ -5,8 +5,9 @@
  * (the server paused with SIGSTOP) unless the server comes from the environment.
  */
 import type { ConformanceTarget } from '@adk-state/conformance-tests';
-import type { Cluster, Redis } from 'ioredis';
-import { type RedisLayoutOptions, RedisSessionService } from '../../src/index.js';
+import { type Cluster, Redis } from 'ioredis';
+import { DEFAULT_SHARDS, type RedisLayoutOptions, RedisSessionService } from '../../src/index.js';
+import { type RawClient, redisDamage } from './damage.js';
 import type { TargetBackend } from './targets.js';
 
 /** What the target needs of a client: the service is typed against one ioredis, any major has this shape. */
@@ -41,7 +42,17 @@ export function sharedClientTarget<T>(
     create: (options) =>
       new RedisSessionService({ ...options, ...extra, client: client as unknown as Redis | Cluster, keyPrefix }),
     destroy: (service) => service.close(),
-    capabilities: { sharedBackend: true, outage: backend.outage, expiry: true },
+    capabilities: {
+      sharedBackend: true,
+      outage: backend.outage,
+      expiry: true,
+      // The services' layout: the shards given, else the default of the client's kind.
+      damage: redisDamage(
+        () => client as unknown as RawClient,
+        keyPrefix,
+        () => extra.shards ?? ((client as { isCluster?: boolean }).isCluster === true ? DEFAULT_SHARDS : 1),
+      ),
+    },
   };
 }
 
@@ -52,14 +63,27 @@ export function urlTarget(
   backend: TargetBackend<{ url: string }>,
 ): ConformanceTarget<RedisSessionService> {
   let url: string | undefined;
+  let raw: Redis | undefined;
   return {
     name,
     setup: async () => {
       ({ url } = await backend.start());
     },
-    teardown: () => backend.stop(),
+    teardown: async () => {
+      raw?.disconnect();
+      await backend.stop();
+    },
     create: (options) => new RedisSessionService({ ...options, url: url as string, keyPrefix }),
     destroy: (service) => service.close(),
-    capabilities: { sharedBackend: true, outage: backend.outage, expiry: true },
+    capabilities: {
+      sharedBackend: true,
+      outage: backend.outage,
+      expiry: true,
+      // A client of the suite's own, made on first use.
+      damage: redisDamage(() => {
+        raw ??= new Redis(url as string);
+        return raw;
+      }, keyPrefix),
+    },
   };
 }

@@ -1,5 +1,6 @@
 /** Every group of the suite, in the order they run. */
 import type { Group } from '../kit.js';
+import { damage } from './damage.js';
 import { deletion } from './deletion.js';
 import { durability } from './durability.js';
 import { events } from './events.js';
@@ -37,5 +38,6 @@ export const allGroups: readonly Group[] = [
   incarnations,
   incremental,
   outage,
+  damage,
   runtime,
 ];

@@ -1,0 +1,45 @@
+/**
+ * The conformance suite's damage control for a Redis store: changes one
+ * field of a session's stored hash or one entry of its log with a raw client,
+ * as a record changed outside the store would be, and puts it back.
+ */
+import type { DamageControl, DamagedKey, Restore } from '@adk-state/conformance-tests';
+import { encodeText, FIELD, sessionKeys } from '../../src/keys.js';
+
+/** The commands used, as any ioredis Redis or Cluster client of any supported major has them. */
+export interface RawClient {
+  hget(key: string, field: string): Promise<string | null>;
+  hset(key: string, field: string, value: string): Promise<unknown>;
+  hdel(key: string, field: string): Promise<unknown>;
+  lindex(key: string, index: number): Promise<string | null>;
+  lset(key: string, index: number, value: string): Promise<unknown>;
+}
+
+export function redisDamage(raw: () => RawClient, keyPrefix: string, shards: () => number = () => 1): DamageControl {
+  const keysOf = (key: DamagedKey) => sessionKeys(keyPrefix, key.appName, key.userId, key.sessionId, shards());
+  const swap = async (hash: string, field: string, bad: string): Promise<Restore> => {
+    const client = raw();
+    const before = await client.hget(hash, field);
+    await client.hset(hash, field, bad);
+    return async () => {
+      if (before === null) await client.hdel(hash, field);
+      else await client.hset(hash, field, before);
+    };
+  };
+  return {
+    revision: (key) => swap(keysOf(key).session, FIELD.revision, 'seven'),
+    lastUpdateTime: (key) => swap(keysOf(key).session, FIELD.updated, 'now'),
+    stateValue: (key, stateKey) => swap(keysOf(key).session, encodeText(stateKey), '{broken'),
+    async event(key, eventId) {
+      const client = raw();
+      const keys = keysOf(key);
+      const position = Number(await client.hget(keys.eventIds, encodeText(eventId)));
+      const before = await client.lindex(keys.events, position);
+      if (before === null) throw new Error(`no log entry at the position of event ${eventId}`);
+      await client.lset(keys.events, position, 'not an entry');
+      return async () => {
+        await client.lset(keys.events, position, before);
+      };
+    },
+  };
+}
