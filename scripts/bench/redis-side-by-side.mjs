@@ -212,8 +212,12 @@ try {
   await server.stop();
 }
 
-const fmt = (list) => `${Math.min(...list).toFixed(2)}-${Math.max(...list).toFixed(2)}`;
-const median = (list) => [...list].sort((a, b) => a - b)[Math.floor(list.length / 2)];
+const median = (list) => {
+  const sorted = [...list].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
+};
+const fmt = (list) => `${Math.min(...list).toFixed(2)}-${Math.max(...list).toFixed(2)} (median ${median(list).toFixed(2)})`;
 console.log(
   `| workload | new ÷ old calls/s (${rounds} rounds) | old calls/s | new calls/s | client CPU µs/call old → new |`,
 );
