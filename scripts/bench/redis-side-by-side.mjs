@@ -217,7 +217,8 @@ const median = (list) => {
   const middle = Math.floor(sorted.length / 2);
   return sorted.length % 2 === 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
 };
-const fmt = (list) => `${Math.min(...list).toFixed(2)}-${Math.max(...list).toFixed(2)} (median ${median(list).toFixed(2)})`;
+const fmt = (list) =>
+  `${Math.min(...list).toFixed(2)}-${Math.max(...list).toFixed(2)} (median ${median(list).toFixed(2)})`;
 console.log(
   `| workload | new ÷ old calls/s (${rounds} rounds) | old calls/s | new calls/s | client CPU µs/call old → new |`,
 );
