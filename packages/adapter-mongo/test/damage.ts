@@ -31,13 +31,14 @@ export function mongoDamage(client: () => MongoClient, dbName: string, prefix = 
   return {
     revision: (key) => swap(sessions(), head(key), 'revision', 'seven'),
     lastUpdateTime: (key) => swap(sessions(), head(key), 'lastUpdateTime', 'now'),
-    stateValue: (key, stateKey) => swap(sessions(), head(key), `state.${encodeFieldName(stateKey)}`, '{broken'),
+    // Not text at all (the adapter keeps values and events as strings).
+    stateValue: (key, stateKey) => swap(sessions(), head(key), `state.${encodeFieldName(stateKey)}`, 5),
     event: (key, id) =>
       swap(
         client().db(dbName).collection(names.events),
         eventId(key.appName, key.userId, key.sessionId, id),
         'json',
-        'not an event',
+        12,
       ),
   };
 }

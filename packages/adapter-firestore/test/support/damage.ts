@@ -25,7 +25,8 @@ export function firestoreDamage(firestore: () => Firestore, rootCollection: stri
   return {
     revision: (key) => swap(session(key).session, 'revision', 'seven'),
     lastUpdateTime: (key) => swap(session(key).session, 'lastUpdateTime', 'now'),
-    stateValue: (key, stateKey) => swap(session(key).session, `state.${fieldName(stateKey)}`, '{broken'),
-    event: (key, eventId) => swap(layout().event(session(key), eventId), 'json', 'not an event'),
+    // Not text at all (what the adapter reads as text is a string or bytes).
+    stateValue: (key, stateKey) => swap(session(key).session, `state.${fieldName(stateKey)}`, 5),
+    event: (key, eventId) => swap(layout().event(session(key), eventId), 'json', 12),
   };
 }
