@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runConformanceSuite } from '@adk-state/conformance-tests';
 import { FileSessionService } from '../src/index.js';
+import { fileDamage } from './damage.js';
 
 let directory = '';
 
@@ -18,5 +19,6 @@ runConformanceSuite({
   capabilities: {
     sharedBackend: true,
     outage: { absent: 'a local directory cannot be taken away from a running process' },
+    damage: fileDamage(() => directory),
   },
 });
