@@ -44,27 +44,20 @@ export function fileDamage(directory: () => string): DamageControl {
       await writeFile(path, JSON.stringify(now));
     };
   };
+  /** A top-level field of the session's entry set to `bad`, and back. */
+  const field = (key: DamagedKey, name: 'revision' | 'lastUpdateTime', bad: string) =>
+    edit(
+      key,
+      (entry) => {
+        entry[name] = bad;
+      },
+      (entry, before) => {
+        entry[name] = before[name];
+      },
+    );
   return {
-    revision: (key) =>
-      edit(
-        key,
-        (entry) => {
-          entry.revision = 'seven';
-        },
-        (entry, before) => {
-          entry.revision = before.revision;
-        },
-      ),
-    lastUpdateTime: (key) =>
-      edit(
-        key,
-        (entry) => {
-          entry.lastUpdateTime = 'now';
-        },
-        (entry, before) => {
-          entry.lastUpdateTime = before.lastUpdateTime;
-        },
-      ),
+    revision: (key) => field(key, 'revision', 'seven'),
+    lastUpdateTime: (key) => field(key, 'lastUpdateTime', 'now'),
     stateValue: (key, stateKey) =>
       edit(
         key,

@@ -117,6 +117,11 @@ export function storeText(text: string): StoredText {
   return isWellFormed(text) ? text : Buffer.from(text, 'utf16le');
 }
 
+/** Whether `value` is text as {@link storeText} stores it: a string or its bytes. */
+export function isText(value: unknown): value is StoredText {
+  return typeof value === 'string' || value instanceof Uint8Array;
+}
+
 /** The string that {@link storeText} stored (a string as is, bytes as UTF-16 code units). */
 export function readText(value: unknown): string {
   if (typeof value === 'string') return value;

@@ -15,7 +15,16 @@
  */
 import { type Bucket, type SessionKey, unreadableText } from '@adk-state/core/store';
 import type { CollectionReference, DocumentReference, Firestore } from '@google-cloud/firestore';
-import { documentId, fieldName, isHashedField, keyOfField, readText, type StoredText, storeText } from './encoding.js';
+import {
+  documentId,
+  fieldName,
+  isHashedField,
+  isText,
+  keyOfField,
+  readText,
+  type StoredText,
+  storeText,
+} from './encoding.js';
 
 export const USERS = 'adk_users';
 export const SESSIONS = 'adk_sessions';
@@ -155,10 +164,6 @@ export function decodeState(state: StoredState | undefined): Bucket {
     }
   }
   return bucket;
-}
-
-function isText(value: unknown): value is StoredText {
-  return typeof value === 'string' || value instanceof Uint8Array;
 }
 
 /** Dotted update paths (`state.<name>`) for a delta: field names are plain identifiers, so no quoting is needed. */

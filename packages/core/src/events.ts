@@ -89,8 +89,17 @@ const MARK_VALUES = (() => {
   return new Map(Object.getOwnPropertySymbols(marked).map((mark) => [mark, marked[mark]]));
 })();
 
-/** Rebuilds a real ADK event (marked by `createEvent`) from its stored form. */
+/**
+ * Rebuilds a real ADK event (marked by `createEvent`) from its stored form.
+ * A stored form whose text is not text or whose timestamp is not a number
+ * (a record changed outside adk-state) is unreadable data, whatever the store.
+ */
 export function decodeEvent(stored: StoredEvent): Event {
+  if (typeof stored.json !== 'string' || !Number.isFinite(stored.timestamp)) {
+    throw new UnreadableDataError(
+      `the stored event ${JSON.stringify(stored.id)} has ${typeof stored.json === 'string' ? 'a timestamp that is not a number' : 'no JSON text'}`,
+    );
+  }
   try {
     return decodeWith(stored);
   } catch (error) {

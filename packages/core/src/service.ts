@@ -315,11 +315,11 @@ export class StateSessionService extends BaseSessionService {
       if (cache.get(cacheKey) === held) cache.delete(cacheKey);
       return undefined;
     }
+    assertReadableHead(since.session);
     const added = this.#decodeHeld(since.events);
     const decoded = since.restart ? added : held.events.concat(added);
     // The same log grown: its map grows too (copies read earlier trust only their own length of it).
     const positions = since.restart ? firstPositions(added) : firstPositions(added, held.positions, held.events.length);
-    assertReadableHead(since.session);
     if (since.logMark === undefined) cache.delete(cacheKey);
     else {
       const bytes = since.restart ? logBytes(since.events) : held.bytes + logBytes(since.events) - logBytes([]);

@@ -245,6 +245,29 @@ describe('stored data that is not what adk-state writes', () => {
     }
   });
 
+  it('a stored event whose text is not text or whose timestamp is not a number is unreadable, whatever the store', async () => {
+    for (const damaged of [
+      { id: 'e1', timestamp: 1, json: 12 as unknown as string },
+      { id: 'e1', timestamp: 'then' as unknown as number, json: '{"author":"a"}' },
+      { id: 'e1', timestamp: Number.NaN, json: '{"author":"a"}' },
+    ]) {
+      for (const logCacheBytes of [0, 1 << 20]) {
+        const store = storeHolding({});
+        const load = store.loadSession.bind(store);
+        store.loadSession = async (sessionKey, filter, call) => ({
+          ...(await load(sessionKey, filter, call))!,
+          events: [damaged],
+        });
+        store.loadSessionSince = async (sessionKey, _held, call) => ({
+          ...(await load(sessionKey, {}, call))!,
+          events: [damaged],
+          restart: true,
+        });
+        await expectUnreadable(new StateSessionService(store, { logCacheBytes }).getSession(key), 'getSession');
+      }
+    }
+  });
+
   it('readable data reads as before', async () => {
     const service = new StateSessionService(storeHolding({ sessionValue: '1', userValue: '"u"', appValue: '[2]' }));
     const read = await service.getSession(key);
