@@ -9,6 +9,11 @@
  *
  *   git worktree add /tmp/old <commit> && (cd /tmp/old && pnpm install && pnpm build)
  *   pnpm build && node scripts/bench/redis-side-by-side.mjs /tmp/old [--rounds 3] [--scale 1] [--only getSession,whole]
+ *
+ * On a machine shared with other work the client CPU figures are steadier with
+ * the client and the server on CPUs of their own:
+ *
+ *   taskset -c 0 node scripts/bench/redis-side-by-side.mjs /tmp/old --server-cpus 1
  */
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -24,6 +29,7 @@ const { values, positionals } = parseArgs({
     rounds: { type: 'string', default: '3' },
     scale: { type: 'string', default: '1' },
     only: { type: 'string' },
+    'server-cpus': { type: 'string' },
   },
 });
 const oldRoot = positionals[0];
@@ -53,13 +59,11 @@ async function startServer() {
       probe.close(() => resolve(free));
     });
   });
-  const child = spawn(
-    'redis-server',
-    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
-    {
-      stdio: 'ignore',
-    },
-  );
+  const server = ['redis-server', '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'];
+  const command = values['server-cpus'] ? ['taskset', '-c', values['server-cpus'], ...server] : server;
+  const child = spawn(command[0], command.slice(1), {
+    stdio: 'ignore',
+  });
   for (let attempt = 0; ; attempt++) {
     const up = await new Promise((resolve) => {
       const socket = net.connect(port, '127.0.0.1', () => {

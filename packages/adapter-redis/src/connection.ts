@@ -18,6 +18,8 @@
  */
 import { BackendError } from '@adk-state/core';
 import { callAbandoned, type StoreCall } from '@adk-state/core/store';
+import type { Redis } from 'ioredis';
+import * as ioredis from 'ioredis';
 
 /** The subset of an ioredis `Redis` or `Cluster` client (5.x or 6.x) that the store uses. */
 export interface CommandClient {
@@ -98,6 +100,47 @@ class ReadyCounter {
 
 const counters = new WeakMap<CommandClient, ReadyCounter>();
 
+/**
+ * The Redis class. At run time `default` is the class in every ioredis 5.x and
+ * 6.x, from ESM and CommonJS alike (the named export `Redis` came later); the
+ * typings describe `default` of a CommonJS module as the whole module, hence the cast.
+ */
+export const RedisClass = (ioredis as unknown as { default: typeof Redis }).default;
+
+/**
+ * A cheaper way to send a command through a plain ioredis `Redis` client
+ * than its `call`: the `Command` is built with no arguments and given our
+ * list of strings afterwards, then handed to `sendCommand`. `call` copies the
+ * argument list with `Array.prototype.flat` in the `Command` constructor, at
+ * about 80 ns per argument, and a write carries 30 or more.
+ *
+ * Only for a client of the ioredis this package loads (so that the `Command`
+ * is the client's own), whose `call` and `sendCommand` are its class's (not a
+ * wrapper), and with none of the options that make `call` do more: a key prefix (added
+ * to the keys by the constructor), auto-pipelining, friendly error stacks.
+ * Anything else, a `Cluster` included, goes through `call`.
+ */
+function directSender(
+  client: CommandClient,
+): ((command: string, args: Array<string | number>) => Promise<unknown>) | undefined {
+  if (!(client instanceof RedisClass)) return undefined;
+  const options = client.options;
+  if (options.keyPrefix || options.enableAutoPipelining || options.showFriendlyErrorStack) return undefined;
+  const ownClass = RedisClass.prototype;
+  if (client.call !== ownClass.call || client.sendCommand !== ownClass.sendCommand) return undefined;
+  const Command = RedisClass.Command;
+  return (name, args) => {
+    const command = new Command(name, [], { replyEncoding: 'utf8' });
+    const text: string[] = new Array(args.length);
+    for (let at = 0; at < args.length; at++) {
+      const arg = args[at];
+      text[at] = typeof arg === 'string' ? arg : String(arg);
+    }
+    command.args = text;
+    return client.sendCommand(command) as Promise<unknown>;
+  };
+}
+
 function readyCounter(client: CommandClient): ReadyCounter {
   let counter = counters.get(client);
   if (!counter) {
@@ -136,6 +179,8 @@ function plainFailure(error: unknown): unknown {
 
 export class Connection {
   readonly #client: CommandClient;
+  /** See {@link directSender}; `undefined` sends through the client's `call`. */
+  readonly #direct: ((command: string, args: Array<string | number>) => Promise<unknown>) | undefined;
   readonly #ready: ReadyCounter;
   /** The last connection error of our own client, since it was last ready. */
   #lastError: Error | undefined;
@@ -161,6 +206,7 @@ export class Connection {
    */
   constructor(client: CommandClient, own: boolean) {
     this.#client = client;
+    this.#direct = directSender(client);
     this.#ready = readyCounter(client);
     if (own) {
       const db = client.options?.db;
@@ -215,7 +261,11 @@ export class Connection {
     const readyBefore = this.#ready.count;
     let reply: Promise<unknown>;
     try {
-      reply = wait ? this.#callWaited(command, args, wait) : this.#client.call(command, args);
+      reply = wait
+        ? this.#callWaited(command, args, wait)
+        : this.#direct
+          ? this.#direct(command, args)
+          : this.#client.call(command, args);
     } catch (error) {
       if (queued) this.#ready.release();
       throw this.#failure(step, error, queued);

@@ -8,7 +8,7 @@ import { InvalidArgumentError, StateSessionService, type StateSessionServiceOpti
 import { expiryOf } from '@adk-state/core/store';
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
 import * as ioredis from 'ioredis';
-import type { CommandClient, ReplicaWait } from './connection.js';
+import { type CommandClient, RedisClass, type ReplicaWait } from './connection.js';
 import { assertKeyPrefix } from './keys.js';
 import type { RedisStoreWarning } from './outbox.js';
 import { DEFAULT_DRAIN_MS, DEFAULT_OUTBOX_KEEP_MS, RedisStore } from './store.js';
@@ -18,12 +18,6 @@ export type { ReplicaWait } from './connection.js';
 export type { RedisStoreWarning } from './outbox.js';
 export { DEFAULT_DRAIN_MS, DEFAULT_OUTBOX_KEEP_MS, RedisLayoutError, RedisStore } from './store.js';
 
-/**
- * The Redis class. At run time `default` is the class in every ioredis 5.x and
- * 6.x, from ESM and CommonJS alike (the named export `Redis` came later); the
- * typings describe `default` of a CommonJS module as the whole module, hence the cast.
- */
-const RedisClass = (ioredis as unknown as { default: typeof Redis }).default;
 /** The Cluster class, a named export of every ioredis 5.x and 6.x. */
 const ClusterClass = ioredis.Cluster;
 
