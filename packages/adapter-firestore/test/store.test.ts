@@ -4,7 +4,8 @@
  * the event filters against the core's reference implementation.
  */
 import { randomUUID } from 'node:crypto';
-import { BackendError, InvalidArgumentError } from '@adk-state/core';
+import { expectCode } from '@adk-state/conformance-tests';
+import { type BackendError, InvalidArgumentError } from '@adk-state/core';
 import { selectEvents } from '@adk-state/core/store';
 import { createEvent, type Event, type Session } from '@google/adk';
 import type { Firestore } from '@google-cloud/firestore';
@@ -530,14 +531,7 @@ describe('telemetry', () => {
 });
 
 describe('documents changed outside adk-state (beyond the conformance damage group)', () => {
-  async function failure(promise: Promise<unknown>): Promise<BackendError> {
-    const error = await promise.then(
-      () => undefined,
-      (caught: unknown) => caught,
-    );
-    expect(error).toBeInstanceOf(BackendError);
-    return error as BackendError;
-  }
+  const failure = (promise: Promise<unknown>) => expectCode(promise, 'BACKEND_ERROR') as Promise<BackendError>;
 
   it('a state that is not a map and an event time that is not a number fail reads; an event count that is not a number fails the append, which writes nothing', async () => {
     const sessions = service();

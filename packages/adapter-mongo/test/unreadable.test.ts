@@ -4,7 +4,9 @@
  * document, an event time that is not a number. Reads fail with a
  * BackendError of kind 'unreadable-data'; a listing still shows the session.
  */
-import { BackendError } from '@adk-state/core';
+
+import { expectCode } from '@adk-state/conformance-tests';
+import type { BackendError } from '@adk-state/core';
 import { type Document, MongoClient } from 'mongodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MongoSessionService } from '../src/index.js';
@@ -25,14 +27,7 @@ afterAll(async () => {
   await dropDatabase(dbName);
 });
 
-async function failure(promise: Promise<unknown>): Promise<BackendError> {
-  const error = await promise.then(
-    () => undefined,
-    (caught: unknown) => caught,
-  );
-  expect(error).toBeInstanceOf(BackendError);
-  return error as BackendError;
-}
+const failure = (promise: Promise<unknown>) => expectCode(promise, 'BACKEND_ERROR') as Promise<BackendError>;
 
 describe('MongoDB documents changed outside adk-state (beyond the conformance damage group)', () => {
   it('a state that is not a document and an event time that is not a number fail reads as unreadable data', async () => {

@@ -43,7 +43,7 @@
  * the two slots makes a read fail.
  */
 import { setMaxListeners } from 'node:events';
-import type { StoreCall } from '@adk-state/core/store';
+import { type StoreCall, ToldOnce } from '@adk-state/core/store';
 import { type AppKeys, appKeys, FIELD, type ShardKeys, shardKeys } from './keys.js';
 import { APPLY, argList, keyList, PEEK, RAISE, READ_APP, type Script } from './scripts.js';
 
@@ -203,7 +203,7 @@ export class Outbox {
   readonly #flushes = new Map<string, ReturnType<typeof setTimeout>>();
   readonly #stop = new AbortController();
   /** Outbox entries warned about as unreadable (`<app>#<shard>#<position>`), so that each is told once. */
-  readonly #unreadable = new Set<string>();
+  readonly #unreadable = new ToldOnce(ACK_MEMORY);
 
   constructor(run: Runner, options: OutboxOptions) {
     this.#run = run;
@@ -213,10 +213,7 @@ export class Outbox {
   /** A shard's outbox view of a script's reply, warning (once each) of entries that cannot be read. */
   view(reply: OutboxReply, appName: string, shard: number): OutboxView {
     return parseView(reply, (position) => {
-      const id = `${slotId(appName, shard)}#${position}`;
-      if (this.#unreadable.has(id)) return;
-      if (this.#unreadable.size >= ACK_MEMORY) this.#unreadable.clear();
-      this.#unreadable.add(id);
+      if (!this.#unreadable.first(`${slotId(appName, shard)}#${position}`)) return;
       this.#options.warn({
         code: 'unreadable-outbox-entry',
         appName,

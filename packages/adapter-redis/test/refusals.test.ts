@@ -4,21 +4,15 @@
  * not have an unknown-database error (nothing written, a retry fails the
  * same way), not an outage; and no error quotes ioredis's options.
  */
-import { type BackendError, isAdkStateError } from '@adk-state/core';
+
+import { expectCode } from '@adk-state/conformance-tests';
+import type { BackendError } from '@adk-state/core';
 import { type RedisServer, startRedisServer } from '@adk-state/test-servers/redis';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisSessionService } from '../src/index.js';
 
-async function failure(promise: Promise<unknown>): Promise<BackendError> {
-  try {
-    await promise;
-  } catch (error) {
-    expect(isAdkStateError(error, 'BACKEND_ERROR')).toBe(true);
-    return error as BackendError;
-  }
-  throw new Error('expected a failure');
-}
+const failure = (promise: Promise<unknown>) => expectCode(promise, 'BACKEND_ERROR') as Promise<BackendError>;
 
 describe('refusals of the configuration', () => {
   let guarded: RedisServer;

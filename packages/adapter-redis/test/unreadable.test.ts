@@ -5,6 +5,7 @@
  * of the data stays readable, and removing the session clears it.
  */
 import { randomUUID } from 'node:crypto';
+import { expectCode } from '@adk-state/conformance-tests';
 import type { BackendError } from '@adk-state/core';
 import { createEvent } from '@google/adk';
 import { Redis } from 'ioredis';
@@ -14,14 +15,7 @@ import { appKeys, encodeText, FIELD, OUTBOX_INDEX_SUFFIX, sessionKeys, shardKeys
 import type { RedisStoreWarning } from '../src/outbox.js';
 import { outboxServices } from './support/index.js';
 
-async function failure(promise: Promise<unknown>): Promise<BackendError> {
-  const error = await promise.then(
-    () => undefined,
-    (caught: unknown) => caught,
-  );
-  expect((error as BackendError)?.code).toBe('BACKEND_ERROR');
-  return error as BackendError;
-}
+const failure = (promise: Promise<unknown>) => expectCode(promise, 'BACKEND_ERROR') as Promise<BackendError>;
 
 describe('the Redis store with records it cannot read', () => {
   let client: Redis;

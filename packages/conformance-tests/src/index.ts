@@ -21,6 +21,7 @@ export type {
   TestKit,
   TestOptions,
 } from './kit.js';
+export { expectCode } from './kit.js';
 export {
   callTool,
   type RecordedRequest,

@@ -52,6 +52,7 @@ import {
 } from './scopes.js';
 import type { LoadResult, SessionHead, SessionRecord, SessionStore, StoreCall } from './store.js';
 import { type CallTarget, type StoreUsage, Telemetry, type TelemetryOptions } from './telemetry.js';
+import { ToldOnce } from './told.js';
 import { defineEntry } from './values.js';
 
 /** Options of every adk-state session service. */
@@ -157,7 +158,7 @@ export class StateSessionService extends BaseSessionService {
    */
   readonly #storedWrites = new WeakMap<Session, Record<string, unknown>>();
   /** Listed sessions this service has warned about (see `#listed`). */
-  readonly #warnedUnreadable = new Set<string>();
+  readonly #warnedUnreadable = new ToldOnce(WARNED_LIMIT);
 
   constructor(store: SessionStore, options: StateSessionServiceOptions = {}) {
     super();
@@ -391,9 +392,7 @@ export class StateSessionService extends BaseSessionService {
 
   #warnUnreadableListed(record: SessionRecord, error: UnreadableDataError): void {
     const id = JSON.stringify([record.appName, record.userId, record.id]);
-    if (this.#warnedUnreadable.has(id)) return;
-    if (this.#warnedUnreadable.size >= WARNED_LIMIT) this.#warnedUnreadable.clear();
-    this.#warnedUnreadable.add(id);
+    if (!this.#warnedUnreadable.first(id)) return;
     process.emitWarning(
       `adk-state: session ${JSON.stringify(record.id)} of user ${JSON.stringify(record.userId)} in app ${JSON.stringify(record.appName)} is listed with only what can be read of it (${error.message}); getSession of it fails until the record is repaired or the session deleted`,
       { type: 'AdkStateWarning', code: 'ADK_STATE_UNREADABLE_LISTED' },

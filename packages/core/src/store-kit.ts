@@ -38,4 +38,5 @@ export type {
 } from './store.js';
 export { CONSISTENT_READ_ATTEMPTS, ConsistentReadContention, callAbandoned } from './store.js';
 export type { StoreUsage } from './telemetry.js';
+export { ToldOnce } from './told.js';
 export { unreadableText } from './values.js';
