@@ -223,7 +223,7 @@ const CHECKS: Row[] = [
       const cpu = cell?.cpuPerEvent?.median;
       const script = probeRate(results, 'redis', RAW_SCRIPT_PROBE);
       const parts = [
-        `An append with an app: key is ${trips ?? '?'} round trip(s) (one script in the user's slot, one in the app's), a PING one; besides the waiting, the difference is work: the scripts on the server (revision check, event, state buckets, indexes) and core's validation and encoding in this process.`,
+        `An append with an app: key is ${trips ?? '?'} round trip(s)${trips !== undefined && trips > 1 ? " (one script in the user's slot, one in the app's)" : ''}, a PING one; besides the waiting, the difference is work: the scripts on the server (revision check, event, state buckets, indexes) and core's validation and encoding in this process.`,
       ];
       if (trips !== undefined && trips > 1) {
         parts.push(
