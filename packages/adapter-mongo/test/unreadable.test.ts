@@ -4,7 +4,6 @@
  * document, an event time that is not a number. Reads fail with a
  * BackendError of kind 'unreadable-data'; a listing still shows the session.
  */
-
 import { expectCode } from '@adk-state/conformance-tests';
 import type { BackendError } from '@adk-state/core';
 import { type Document, MongoClient } from 'mongodb';
