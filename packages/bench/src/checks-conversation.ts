@@ -92,7 +92,7 @@ export function conversationChecks(results: Results): Check[] {
           () => notMeasured(results, target, late, shared),
           (value) =>
             shared
-              ? `${formatRatio(value)}: ${figures}. Whole reads hand out the cached events themselves (frozen), so what still grows is the store's own work. ${GROWTH[target] ?? ''}`
+              ? `${formatRatio(value)}: ${figures}. Whole reads hand out the cached events themselves (frozen): no copy grows with the history. Timed alone, without the Runner, the memory store's own read and appends do not grow with the history (packages/bench/README.md, "The conversation"); what grows here comes with the heap the Runner fills, most likely the collector's work done inside allocations, which is not reported as a pause. ${GROWTH[target] ?? ''}`
               : `${formatRatio(value)}: ${figures}. The store reads only the new events of a session it read before, and the service keeps that log decoded, but by default every whole getSession hands out its own deep copy of every event (no two reads share an object): those copies, and the garbage they leave, grow with the history. With shareReadEvents (the target below) reads share the cached events, frozen. ${COPIES[target] ?? ''}${GROWTH[target] ?? ''}`,
         ),
       );
