@@ -55,6 +55,13 @@ async function roundTrip(service: RedisSessionService): Promise<void> {
 }
 
 describe('sending commands', () => {
+  // vitest.ioredis6.config.ts runs this file with ioredis 6 in place of the 5.x devDependency.
+  it.runIf(process.env.ADK_STATE_IOREDIS_MAJOR === '6')('runs on ioredis 6 (its Command carries a protocol)', () => {
+    const Command = (Redis as unknown as { Command: new (name: string, args: never[]) => { protocol?: unknown } })
+      .Command;
+    expect(new Command('ping', []).protocol).toBe(2);
+  });
+
   it('a plain client gets every command of the store without its call', async () => {
     const plain = client();
     const service = new RedisSessionService({ client: plain, keyPrefix });
