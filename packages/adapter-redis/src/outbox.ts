@@ -85,8 +85,11 @@ export interface OutboxView {
   last: number;
   /** Every entry above this position is in `entries`. */
   floor: number;
-  /** Entries above `floor`, ascending: position, delta (JSON text of field, value, ...). */
-  entries: Array<[number, string]>;
+  /**
+   * Entries above `floor`, ascending: position, delta (JSON text of field,
+   * value, ..., as the scripts take it) and the delta's fields and values.
+   */
+  entries: Array<[number, string, readonly string[]]>;
 }
 
 /** The reply shape of the Lua `outbox_view`. */
@@ -101,7 +104,7 @@ export type OutboxReply = [string, string, string[]];
  */
 export function parseView(reply: OutboxReply, onUnreadable?: (position: string) => void): OutboxView {
   const [last, floor, flat] = reply;
-  const entries: Array<[number, string]> = [];
+  const entries: OutboxView['entries'] = [];
   for (let index = 0; index < flat.length; index += 2) {
     const position = Number(flat[index]);
     const delta = flat[index + 1];
@@ -109,13 +112,14 @@ export function parseView(reply: OutboxReply, onUnreadable?: (position: string) 
       onUnreadable?.(String(flat[index]));
       continue;
     }
-    if (isDelta(delta)) entries.push([position, delta]);
+    const fields = deltaFields(delta);
+    if (fields) entries.push([position, delta as string, fields]);
     else {
       // A position the outbox no longer holds a delta for (its index outlived it) is applied as nothing
       // without a word: entries at or below a mark are never applied, and the reads repair the rest.
       // (Missing comes as nil, or as false through the scripts' JSON replies.)
       if (delta !== null && delta !== undefined && (delta as unknown) !== false) onUnreadable?.(String(flat[index]));
-      entries.push([position, EMPTY_DELTA]);
+      entries.push([position, EMPTY_DELTA, []]);
     }
   }
   entries.sort((a, b) => a[0] - b[0]);
@@ -125,18 +129,21 @@ export function parseView(reply: OutboxReply, onUnreadable?: (position: string) 
 /** A delta that writes nothing. */
 const EMPTY_DELTA = '[]';
 
-/** Whether `delta` is what writes put in an outbox: the JSON text of a list of field, value, … texts. */
-function isDelta(delta: unknown): delta is string {
-  if (typeof delta !== 'string') return false;
+/**
+ * The fields and values of `delta` when it is what writes put in an outbox
+ * (the JSON text of a list of field, value, … texts), else `undefined`.
+ */
+function deltaFields(delta: unknown): string[] | undefined {
+  if (typeof delta !== 'string') return undefined;
   let fields: unknown;
   try {
     fields = JSON.parse(delta);
   } catch {
-    return false;
+    return undefined;
   }
-  if (!Array.isArray(fields) || fields.length % 2 !== 0) return false;
-  for (const field of fields) if (typeof field !== 'string') return false;
-  return true;
+  if (!Array.isArray(fields) || fields.length % 2 !== 0) return undefined;
+  for (const field of fields) if (typeof field !== 'string') return undefined;
+  return fields as string[];
 }
 
 /** The app state a read shows: the bucket with the entries above `mark` laid over it, in order. */
@@ -146,8 +153,7 @@ export function layOver(bucket: string[], mark: number, view: OutboxView): strin
   const state = new Map<string, string>();
   for (let index = 0; index < bucket.length; index += 2)
     state.set(bucket[index] as string, bucket[index + 1] as string);
-  for (const [, delta] of later) {
-    const fields = JSON.parse(delta) as string[];
+  for (const [, , fields] of later) {
     for (let index = 0; index < fields.length; index += 2)
       state.set(fields[index] as string, fields[index + 1] as string);
   }
