@@ -9,12 +9,13 @@ import { expiryOf } from '@adk-state/core/store';
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
 import * as ioredis from 'ioredis';
 import { type CommandClient, RedisClass, type ReplicaWait } from './connection.js';
-import { assertKeyPrefix } from './keys.js';
+import { assertKeyPrefix, DEFAULT_SHARDS, defaultShards } from './keys.js';
 import type { RedisStoreWarning } from './outbox.js';
 import { DEFAULT_DRAIN_MS, DEFAULT_OUTBOX_KEEP_MS, RedisStore } from './store.js';
 
 export { listAppNames } from './apps.js';
 export type { ReplicaWait } from './connection.js';
+export { DEFAULT_SHARDS } from './keys.js';
 export type { RedisStoreWarning } from './outbox.js';
 export { DEFAULT_DRAIN_MS, DEFAULT_OUTBOX_KEEP_MS, RedisLayoutError, RedisStore } from './store.js';
 
@@ -30,15 +31,6 @@ export const DEFAULT_KEY_PREFIX = 'adk-state:';
  * scripts compute them in Lua numbers (doubles); this bound keeps both exact.
  */
 export const MAX_SESSION_TTL_SECONDS = 2 ** 31 - 1;
-
-/**
- * How many hash slots the users of one app are spread over on a `Cluster`
- * client when `shards` is not given. With 256, one app's users land on a
- * three-master cluster within a few percent of a third each (the shards'
- * slots are spread as 256 random draws; see the README). A single-server
- * client keeps an app in one slot (`shards: 1`) unless told otherwise.
- */
-export const DEFAULT_SHARDS = 256;
 
 /** The most shards an app can have: one per hash slot. */
 export const MAX_SHARDS = 16_384;
@@ -228,7 +220,7 @@ export class RedisSessionService extends StateSessionService {
     assertKeyPrefix(keyPrefix);
     const expiry = expiryOf({ expireAfterIdleSeconds, expireAfterCreateSeconds }, { max: MAX_SESSION_TTL_SECONDS });
     const isCluster = cluster !== undefined || (client as { isCluster?: boolean } | undefined)?.isCluster === true;
-    const shards = shardsOption ?? (isCluster ? DEFAULT_SHARDS : 1);
+    const shards = shardsOption ?? defaultShards(isCluster);
     if (typeof shards !== 'number' || !Number.isInteger(shards) || shards < 1 || shards > MAX_SHARDS) {
       throw new InvalidArgumentError('shards', `must be an integer from 1 to ${MAX_SHARDS}, got ${String(shards)}`);
     }

@@ -160,6 +160,20 @@ export function appTag(appName: string): string {
 }
 
 /**
+ * How many hash slots the users of one app are spread over on a `Cluster`
+ * client when `shards` is not given. With 256, one app's users land on a
+ * three-master cluster within a few percent of a third each (the shards'
+ * slots are spread as 256 random draws; see the README). A single-server
+ * client keeps an app in one slot (`shards: 1`) unless told otherwise.
+ */
+export const DEFAULT_SHARDS = 256;
+
+/** The `shards` of a service not given one: {@link DEFAULT_SHARDS} on a cluster, 1 on one server. */
+export function defaultShards(isCluster: boolean): number {
+  return isCluster ? DEFAULT_SHARDS : 1;
+}
+
+/**
  * The shard of a user: FNV-1a (32 bits) over the UTF-16 code units of the
  * user id, modulo `shards`. Part of the key layout: changing it (or
  * `shards`) moves users to other keys.

@@ -6,7 +6,8 @@
  */
 import type { ConformanceTarget } from '@adk-state/conformance-tests';
 import { type Cluster, Redis } from 'ioredis';
-import { DEFAULT_SHARDS, type RedisLayoutOptions, RedisSessionService } from '../../src/index.js';
+import { type RedisLayoutOptions, RedisSessionService } from '../../src/index.js';
+import { defaultShards } from '../../src/keys.js';
 import { type RawClient, redisDamage } from './damage.js';
 import type { TargetBackend } from './targets.js';
 
@@ -50,7 +51,7 @@ export function sharedClientTarget<T>(
       damage: redisDamage(
         () => client as unknown as RawClient,
         keyPrefix,
-        () => extra.shards ?? ((client as { isCluster?: boolean }).isCluster === true ? DEFAULT_SHARDS : 1),
+        () => extra.shards ?? defaultShards((client as { isCluster?: boolean }).isCluster === true),
       ),
     },
   };
