@@ -179,8 +179,8 @@ function plainFailure(error: unknown): unknown {
 
 export class Connection {
   readonly #client: CommandClient;
-  /** See {@link directSender}; `undefined` sends through the client's `call`. */
-  readonly #direct: ((command: string, args: Array<string | number>) => Promise<unknown>) | undefined;
+  /** Sends one command: {@link directSender}'s way where it applies, else through the client's `call`. */
+  readonly #call: (command: string, args: Array<string | number>) => Promise<unknown>;
   readonly #ready: ReadyCounter;
   /** The last connection error of our own client, since it was last ready. */
   #lastError: Error | undefined;
@@ -206,7 +206,7 @@ export class Connection {
    */
   constructor(client: CommandClient, own: boolean) {
     this.#client = client;
-    this.#direct = directSender(client);
+    this.#call = directSender(client) ?? ((command, args) => client.call(command, args));
     this.#ready = readyCounter(client);
     if (own) {
       const db = client.options?.db;
@@ -261,11 +261,7 @@ export class Connection {
     const readyBefore = this.#ready.count;
     let reply: Promise<unknown>;
     try {
-      reply = wait
-        ? this.#callWaited(command, args, wait)
-        : this.#direct
-          ? this.#direct(command, args)
-          : this.#client.call(command, args);
+      reply = wait ? this.#callWaited(command, args, wait) : this.#call(command, args);
     } catch (error) {
       if (queued) this.#ready.release();
       throw this.#failure(step, error, queued);
