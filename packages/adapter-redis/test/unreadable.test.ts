@@ -17,15 +17,15 @@ import { outboxServices } from './support/index.js';
 
 const failure = (promise: Promise<unknown>) => expectCode(promise, 'BACKEND_ERROR') as Promise<BackendError>;
 
-describe('the Redis store with records it cannot read', () => {
-  let client: Redis;
-  beforeAll(() => {
-    client = new Redis(inject('redisUrl'));
-  });
-  afterAll(async () => {
-    await client.quit();
-  });
+let client: Redis;
+beforeAll(() => {
+  client = new Redis(inject('redisUrl'));
+});
+afterAll(async () => {
+  await client.quit();
+});
 
+describe('the Redis store with records it cannot read', () => {
   async function fixture() {
     const keyPrefix = `${inject('testPrefix')}-${randomUUID()}:`;
     const cached = new RedisSessionService({ client, keyPrefix });
@@ -188,14 +188,6 @@ describe('the Redis store with records it cannot read', () => {
 });
 
 describe('the outbox protocol (one server, clusterProtocol) with outbox records changed outside the store', () => {
-  let client: Redis;
-  beforeAll(() => {
-    client = new Redis(inject('redisUrl'));
-  });
-  afterAll(async () => {
-    await client.quit();
-  });
-
   const SHARDS = 4;
 
   async function fixture(drainIntervalMs = Number.POSITIVE_INFINITY) {
