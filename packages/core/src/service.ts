@@ -439,11 +439,15 @@ export class StateSessionService extends BaseSessionService {
     }
     for (const [tempKey, value] of temp) defineEntry(session.state, tempKey, value);
 
-    // The same @google/adk module's own appendEvent applies the delta to the
-    // caller's state with ADK's write-order rules. It gets the caller's state
-    // object but no events: its search of the events array for the id costs
-    // O(events) per append, so the event is placed here through an index.
-    const appended = await super.appendEvent({ session: { ...session, state: session.state, events: [] }, event });
+    // The same @google/adk module applies the delta to the caller's state with
+    // ADK's write-order rules: the service's updateSessionState, which ADK's
+    // appendEvent calls, called here directly (the temp: keys are out of the
+    // delta already). The event is placed here through an index: ADK's
+    // appendEvent searches the events array for the id, O(events) per append.
+    let appended = event;
+    const update = (this as unknown as StateUpdater).updateSessionState;
+    if (typeof update === 'function') update.call(this, { session: { state: session.state, events: [] }, event });
+    else appended = await super.appendEvent({ session: { ...session, state: session.state, events: [] }, event });
     placeEvent(session.events, appended);
     session.lastUpdateTime = event.timestamp;
     this.#revisions.set(session, expectedRevision + 1);
@@ -812,11 +816,14 @@ const NONE: readonly string[] = [];
  * rules: `BaseSessionService`'s `updateSessionState`, which applies the delta
  * as it is, synchronously, leaving the event alone.
  */
-const updateSessionState = (
-  BaseSessionService.prototype as unknown as {
-    updateSessionState?: (this: BaseSessionService, request: { session: Session; event: Event }) => void;
-  }
-).updateSessionState;
+interface StateUpdater {
+  updateSessionState?: (
+    this: BaseSessionService,
+    request: { session: Session | { state: Session['state']; events: Event[] }; event: Event },
+  ) => void;
+}
+
+const updateSessionState = (BaseSessionService.prototype as unknown as StateUpdater).updateSessionState;
 
 function applyWithWriteOrder(service: BaseSessionService, state: Record<string, unknown>, event: Event): void {
   const session = { state, events: [] } as unknown as Session;
