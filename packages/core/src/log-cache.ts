@@ -13,8 +13,12 @@ import type { StoredEvent } from './events.js';
 export interface CachedLog {
   revision: number;
   logMark: string;
-  /** The decoded events, in append order; read-only masters, copied for each read. */
-  events: readonly Event[];
+  /**
+   * The decoded events, in append order; read-only masters, copied for each
+   * read. Later entries of the same log may share this array, grown at its
+   * end in place: a read takes only the length it was given.
+   */
+  events: Event[];
   /**
    * The first position of each event id in `events`, handed to each read's
    * copy as its index (see `adoptIndex`). Later entries of the same log

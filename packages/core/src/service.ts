@@ -304,12 +304,13 @@ export class StateSessionService extends BaseSessionService {
         bytes: logBytes(loaded.events),
       };
       keepNewer(cache, cacheKey, undefined, entry);
-      return { session, userState, appState, decoded, positions };
+      return { session, userState, appState, decoded, length: decoded.length, positions };
     }
+    const heldLength = held.events.length;
     const since = await (this.store.loadSessionSince as NonNullable<SessionStore['loadSessionSince']>).call(
       this.store,
       key,
-      { revision: held.revision, logMark: held.logMark, events: held.events.length },
+      { revision: held.revision, logMark: held.logMark, events: heldLength },
       call,
     );
     if (!since) {
@@ -318,9 +319,9 @@ export class StateSessionService extends BaseSessionService {
     }
     assertReadableHead(since.session);
     const added = this.#decodeHeld(since.events);
-    const decoded = since.restart ? added : held.events.concat(added);
+    const decoded = since.restart ? added : grownLog(held.events, heldLength, added);
     // The same log grown: its map grows too (copies read earlier trust only their own length of it).
-    const positions = since.restart ? firstPositions(added) : firstPositions(added, held.positions, held.events.length);
+    const positions = since.restart ? firstPositions(added) : firstPositions(added, held.positions, heldLength);
     if (since.logMark === undefined) cache.delete(cacheKey);
     else {
       const bytes = since.restart ? logBytes(since.events) : held.bytes + logBytes(since.events) - logBytes([]);
@@ -333,7 +334,7 @@ export class StateSessionService extends BaseSessionService {
       });
     }
     const { session, userState, appState } = since;
-    return { session, userState, appState, decoded, positions };
+    return { session, userState, appState, decoded, length: decoded.length, positions };
   }
 
   /** Events decoded to be held by the cache: frozen through and through when reads share them. */
@@ -627,7 +628,8 @@ export class StateSessionService extends BaseSessionService {
   #toSession(loaded: LoadResult | HeldLoad): Session {
     const session = this.#fromRecord(loaded.session, loaded.userState, loaded.appState);
     if ('decoded' in loaded) {
-      session.events = this.#shareReadEvents ? loaded.decoded.slice() : loaded.decoded.map(copyEvent);
+      // The read's own length of the cache's array, and by default its own copy of each event.
+      session.events = eventsWithRoom(loaded.decoded, loaded.length, this.#shareReadEvents ? undefined : copyEvent);
       adoptIndex(session.events, loaded.positions);
     } else {
       session.events = loaded.events.map(decodeEvent);
@@ -747,10 +749,48 @@ function logCacheKey(key: SessionKey): string {
   return JSON.stringify([key.appName, key.userId, key.sessionId]);
 }
 
-/** A whole read through the log cache: the head as the store gave it, the events as the cache's decoded masters. */
+/**
+ * A whole read through the log cache: the head as the store gave it, the
+ * events as the cache's decoded masters: the first `length` of `decoded`
+ * (a later read may have grown that array since).
+ */
 interface HeldLoad extends Omit<LoadResult, 'events' | 'logMark'> {
   decoded: readonly Event[];
+  length: number;
   positions: ReadonlyMap<string, number>;
+}
+
+/**
+ * Free slots a whole read's events array has past its end, so that the
+ * events a turn appends through the session (ADK pushes them) fit: a full
+ * array would be copied whole, into a larger one, by the first push.
+ */
+const READ_ROOM: readonly undefined[] = Array.from({ length: 16 }, () => undefined);
+
+/** The first `length` of `source` (each through `copy`, when given) in a new array with room to grow. */
+function eventsWithRoom(
+  source: readonly Event[],
+  length: number,
+  copy: ((event: Event) => Event) | undefined,
+): Event[] {
+  // concat copies as one block; shortened by less than half its capacity, the array keeps the room.
+  const events = (length === source.length ? source : source.slice(0, length)).concat(READ_ROOM as unknown as Event[]);
+  events.length = length;
+  if (copy) for (let at = 0; at < length; at++) events[at] = copy(events[at] as Event);
+  return events;
+}
+
+/**
+ * The held log with the events that follow it: the held array itself, grown
+ * at its end, when no other read grew it since this one sent its length
+ * (reads of the cache take only the length they were given); else a copy of
+ * the held part with the new events after it. A long log is not copied on
+ * every read.
+ */
+function grownLog(events: Event[], heldLength: number, added: readonly Event[]): Event[] {
+  if (events.length !== heldLength) return events.slice(0, heldLength).concat(added);
+  for (const event of added) events.push(event);
+  return events;
 }
 
 /** Whether an append would have to write to a frozen part of `event` (its delta, its actions or itself). */

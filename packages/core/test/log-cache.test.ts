@@ -107,6 +107,107 @@ describe('the cache of recently read logs', () => {
     expect(calls.at(-1)?.held).toEqual({ revision: 100, logMark: 'life-2', events: 0 });
   });
 
+  it.each([
+    false,
+    true,
+  ])('overlapping reads answered out of order each get the log as the store answered them (shareReadEvents: %s)', async (shareReadEvents) => {
+    const { store } = countingStore();
+    // Incremental reads wait until the test lets each one through, then answer with the log as it is then.
+    const gates: (() => void)[] = [];
+    const since = store.loadSessionSince?.bind(store) as NonNullable<SessionStore['loadSessionSince']>;
+    store.loadSessionSince = async (...args) => {
+      await new Promise<void>((open) => gates.push(open));
+      return since(...args);
+    };
+    const service = new StateSessionService(store, { shareReadEvents });
+    const writer = new StateSessionService(store);
+    const ids = (session: { events: { id: string }[] } | undefined) => session?.events.map((each) => each.id);
+    await writer.createSession(key);
+    const writing = await writer.getSession({ ...key, config: { numRecentEvents: 1 } });
+    if (!writing) throw new Error('the session is stored');
+    await writer.appendEvent({ session: writing, event: event(1) });
+    await service.getSession(key); // the first read: a whole load, held from now on
+    const [first, second] = [service.getSession(key), service.getSession(key)];
+    await writer.appendEvent({ session: writing, event: event(2) });
+    await writer.appendEvent({ session: writing, event: event(3) });
+    while (gates.length < 2) await new Promise((done) => setImmediate(done));
+    // The second read is answered first: it grows the held log.
+    gates[1]?.();
+    const second_ = await second;
+    expect(ids(second_)).toEqual(['e1', 'e2', 'e3']);
+    // The first is answered after one more append, from the length it sent: its own copy, not the grown log.
+    await writer.appendEvent({ session: writing, event: event(4) });
+    gates[0]?.();
+    const first_ = await first;
+    expect(ids(first_)).toEqual(['e1', 'e2', 'e3', 'e4']);
+    expect(ids(second_)).toEqual(['e1', 'e2', 'e3']);
+    // A later read, and one after another append, see the whole log once each; earlier reads keep their own.
+    const third = service.getSession(key);
+    gates[2]?.();
+    expect(ids(await third)).toEqual(['e1', 'e2', 'e3', 'e4']);
+    await writer.appendEvent({ session: writing, event: event(5) });
+    const fourth = service.getSession(key);
+    while (gates.length < 4) await new Promise((done) => setImmediate(done));
+    gates[3]?.();
+    expect(ids(await fourth)).toEqual(['e1', 'e2', 'e3', 'e4', 'e5']);
+    expect(ids(first_)).toEqual(['e1', 'e2', 'e3', 'e4']);
+    expect(ids(second_)).toEqual(['e1', 'e2', 'e3']);
+  });
+
+  it.each([
+    false,
+    true,
+  ])('overlapping reads whose answers and continuations interleave each get exactly the events of the head they were answered with (shareReadEvents: %s)', async (shareReadEvents) => {
+    const { store } = countingStore();
+    // A small deterministic generator: the same interleavings on every run.
+    let seed = 12345;
+    const next = (below: number) => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed % below;
+    };
+    const hops = async (count: number) => {
+      for (let hop = 0; hop < count; hop++) await null;
+    };
+    const since = store.loadSessionSince?.bind(store) as NonNullable<SessionStore['loadSessionSince']>;
+    store.loadSessionSince = async (...args) => {
+      await hops(next(6));
+      const answer = await since(...args);
+      await hops(next(6));
+      return answer;
+    };
+    const service = new StateSessionService(store, { shareReadEvents });
+    const writer = new StateSessionService(store);
+    await writer.createSession(key);
+    const writing = await writer.getSession({ ...key, config: { numRecentEvents: 1 } });
+    if (!writing) throw new Error('the session is stored');
+    await service.getSession(key);
+    let appended = 0;
+    let writes: Promise<unknown> = Promise.resolve();
+    for (let round = 0; round < 300; round++) {
+      const reads: Promise<unknown>[] = [];
+      for (let reader = 0; reader < 4; reader++) {
+        reads.push(hops(next(12)).then(() => service.getSession(key)));
+        // One append at a time (the writer's session object is current after each).
+        if (next(2) === 0) {
+          const after = hops(next(8));
+          writes = writes
+            .then(() => after)
+            .then(() => writer.appendEvent({ session: writing, event: event(++appended) }));
+          reads.push(writes);
+        }
+      }
+      for (const read of await Promise.all(reads)) {
+        if (!read || !('events' in (read as object))) continue;
+        const session = read as { state: Record<string, unknown>; events: { id: string }[] };
+        // The head says how many events the store held when it answered: the read has exactly those.
+        expect(session.events.map((each) => each.id)).toEqual(
+          Array.from({ length: Number(session.state.n) }, (_, at) => `e${at + 1}`),
+        );
+      }
+    }
+    expect(appended).toBeGreaterThan(20);
+  });
+
   it('every read through the cache gets its own events, equal to a fresh decode, whatever an earlier reader did to its copy', async () => {
     const { store } = countingStore();
     const cached = new StateSessionService(store);
