@@ -64,6 +64,22 @@ async function history(service, adk, sessionId, events) {
   for (let i = 0; i < events; i++) await service.appendEvent({ session, event: turn(adk, i) });
 }
 
+/** Turns per second on a session that holds `events` events: a whole read of it, then 4 appends through the read. */
+async function turns(mem, adk, events, options) {
+  const service = new mem.MemorySessionService({ ...options, logCacheBytes: 256 * 1024 * 1024 });
+  const sessionId = `t${serial++}`;
+  await history(service, adk, sessionId, events);
+  const key = { appName: 'a', userId: 'u', sessionId };
+  await service.getSession(key);
+  const n = size(100);
+  const started = performance.now();
+  for (let i = 0; i < n; i++) {
+    const session = await service.getSession(key);
+    for (let k = 0; k < 4; k++) await service.appendEvent({ session, event: turn(adk, events + i * 4 + k) });
+  }
+  return n / ((performance.now() - started) / 1000);
+}
+
 const workloads = {
   /** appendEvent into sessions of up to 10 events. */
   append10: ({ mem, adk }) => appends(new mem.MemorySessionService(), adk, size(4000)),
@@ -88,6 +104,12 @@ const workloads = {
     await history(service, adk, 'f', 1000);
     return reads(service, { appName: 'a', userId: 'u', sessionId: 'f' }, size(60));
   },
+  /** A Runner's turn on a session of 4,000 events read before: a whole getSession, then 4 appends through it. */
+  turns4000: ({ mem, adk }) => turns(mem, adk, 4000, { shareReadEvents: true }),
+  /** The same at 20,000 events. */
+  turns20000: ({ mem, adk }) => turns(mem, adk, 20_000, { shareReadEvents: true }),
+  /** The same at 4,000 events, each read with its own copies of the events (the default). */
+  turns4000copies: ({ mem, adk }) => turns(mem, adk, 4000, {}),
   /** getSession (10 recent events) of a session whose app has 10,000 app: keys. */
   async getApp10k({ mem }) {
     const service = new mem.MemorySessionService();
