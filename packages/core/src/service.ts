@@ -632,7 +632,7 @@ export class StateSessionService extends BaseSessionService {
       session.events = eventsWithRoom(loaded.decoded, loaded.length, this.#shareReadEvents ? undefined : copyEvent);
       adoptIndex(session.events, loaded.positions);
     } else {
-      session.events = loaded.events.map(decodeEvent);
+      session.events = eventsWithRoom(loaded.events, loaded.events.length, decodeEvent);
     }
     return session;
   }
@@ -767,17 +767,19 @@ interface HeldLoad extends Omit<LoadResult, 'events' | 'logMark'> {
  */
 const READ_ROOM: readonly undefined[] = Array.from({ length: 16 }, () => undefined);
 
-/** The first `length` of `source` (each through `copy`, when given) in a new array with room to grow. */
-function eventsWithRoom(
-  source: readonly Event[],
-  length: number,
-  copy: ((event: Event) => Event) | undefined,
-): Event[] {
+/**
+ * The first `length` of `source` in a new array with room to grow, each made
+ * an event by `make` (a copy, a decode); without `make` they are events
+ * already, handed out as they are.
+ */
+function eventsWithRoom<T>(source: readonly T[], length: number, make: ((item: T) => Event) | undefined): Event[] {
   // concat copies as one block; shortened by less than half its capacity, the array keeps the room.
-  const events = (length === source.length ? source : source.slice(0, length)).concat(READ_ROOM as unknown as Event[]);
+  const events = (length === source.length ? source : source.slice(0, length)).concat(
+    READ_ROOM as unknown as T[],
+  ) as unknown[];
   events.length = length;
-  if (copy) for (let at = 0; at < length; at++) events[at] = copy(events[at] as Event);
-  return events;
+  if (make) for (let at = 0; at < length; at++) events[at] = make(events[at] as T);
+  return events as Event[];
 }
 
 /**

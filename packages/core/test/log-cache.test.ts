@@ -133,14 +133,14 @@ describe('the cache of recently read logs', () => {
     while (gates.length < 2) await new Promise((done) => setImmediate(done));
     // The second read is answered first: it grows the held log.
     gates[1]?.();
-    const second_ = await second;
-    expect(ids(second_)).toEqual(['e1', 'e2', 'e3']);
+    const secondRead = await second;
+    expect(ids(secondRead)).toEqual(['e1', 'e2', 'e3']);
     // The first is answered after one more append, from the length it sent: its own copy, not the grown log.
     await writer.appendEvent({ session: writing, event: event(4) });
     gates[0]?.();
-    const first_ = await first;
-    expect(ids(first_)).toEqual(['e1', 'e2', 'e3', 'e4']);
-    expect(ids(second_)).toEqual(['e1', 'e2', 'e3']);
+    const firstRead = await first;
+    expect(ids(firstRead)).toEqual(['e1', 'e2', 'e3', 'e4']);
+    expect(ids(secondRead)).toEqual(['e1', 'e2', 'e3']);
     // A later read, and one after another append, see the whole log once each; earlier reads keep their own.
     const third = service.getSession(key);
     gates[2]?.();
@@ -150,8 +150,8 @@ describe('the cache of recently read logs', () => {
     while (gates.length < 4) await new Promise((done) => setImmediate(done));
     gates[3]?.();
     expect(ids(await fourth)).toEqual(['e1', 'e2', 'e3', 'e4', 'e5']);
-    expect(ids(first_)).toEqual(['e1', 'e2', 'e3', 'e4']);
-    expect(ids(second_)).toEqual(['e1', 'e2', 'e3']);
+    expect(ids(firstRead)).toEqual(['e1', 'e2', 'e3', 'e4']);
+    expect(ids(secondRead)).toEqual(['e1', 'e2', 'e3']);
   });
 
   it.each([
