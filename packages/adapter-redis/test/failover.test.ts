@@ -9,7 +9,7 @@
 import { randomUUID } from 'node:crypto';
 import { BackendError } from '@adk-state/core';
 import type { Session } from '@google/adk';
-import { Cluster } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { RedisSessionService, type RedisSessionServiceOptions, type RedisStoreWarning } from '../src/index.js';
 import { appKeys } from '../src/keys.js';
@@ -45,6 +45,25 @@ describe.skipIf(Boolean(process.env.REDIS_URL || process.env.REDIS_CLUSTER_NODES
     });
 
     const clientOf = () => new Cluster(cluster.nodes, { redisOptions: { connectTimeout: 1_000 } });
+
+    /** Each node's role and the keys under `keyPrefix` it holds, as one line each (for a failure's message). */
+    async function keysByNode(keyPrefix: string): Promise<string> {
+      const lines: string[] = [];
+      for (const node of cluster.nodes) {
+        const probe = new Redis({ ...node, lazyConnect: true, connectTimeout: 500, maxRetriesPerRequest: 0 });
+        try {
+          await probe.connect();
+          const [role] = (await probe.call('ROLE')) as [string];
+          const keys = (await probe.call('KEYS', `${keyPrefix}*`)) as string[];
+          lines.push(`${node.port} ${role}: ${keys.sort().join(' ')}`);
+        } catch (error) {
+          lines.push(`${node.port} no answer (${String(error)})`);
+        } finally {
+          probe.disconnect();
+        }
+      }
+      return lines.join('\n');
+    }
 
     /**
      * Writers append to sessions of their own (spread over the masters) with
@@ -84,9 +103,11 @@ describe.skipIf(Boolean(process.env.REDIS_URL || process.env.REDIS_CLUSTER_NODES
             failures.push(error);
             await pause(50);
             // Start again from what is stored (the failed append may or may not be there).
-            current = await eventually(async () => (await service.getSession(keyOf(session))) as Session, 30_000).catch(
-              () => current,
-            );
+            const stored = await eventually(() => service.getSession(keyOf(session)), 30_000).catch(() => current);
+            // A stored session read as missing fails the test, saying which node held which of its keys.
+            if (stored) current = stored;
+            else
+              failures.push(new Error(`session of writer ${writer} read as missing: ${await keysByNode(keyPrefix)}`));
           }
         }
       });
