@@ -68,6 +68,15 @@ const key = { appName: 'a', userId: 'u', sessionId: 's' };
 const event = (n: number) =>
   createEvent({ id: `e${n}`, invocationId: 'i', author: 'a', content: { parts: [{ text: `turn ${n}` }] } });
 
+/** A second service on `store` that creates the session and holds it (read with a filter) for appends. */
+async function writerOf(store: SessionStore) {
+  const writer = new StateSessionService(store);
+  await writer.createSession(key);
+  const writing = await writer.getSession({ ...key, config: { numRecentEvents: 1 } });
+  if (!writing) throw new Error('the session is stored');
+  return { writer, writing };
+}
+
 describe('the cache of recently read logs', () => {
   it('a whole read of a session read before asks the store only for the events after the held ones', async () => {
     const { store, calls } = countingStore();
@@ -120,11 +129,8 @@ describe('the cache of recently read logs', () => {
       return since(...args);
     };
     const service = new StateSessionService(store, { shareReadEvents });
-    const writer = new StateSessionService(store);
+    const { writer, writing } = await writerOf(store);
     const ids = (session: { events: { id: string }[] } | undefined) => session?.events.map((each) => each.id);
-    await writer.createSession(key);
-    const writing = await writer.getSession({ ...key, config: { numRecentEvents: 1 } });
-    if (!writing) throw new Error('the session is stored');
     await writer.appendEvent({ session: writing, event: event(1) });
     await service.getSession(key); // the first read: a whole load, held from now on
     const [first, second] = [service.getSession(key), service.getSession(key)];
@@ -176,10 +182,7 @@ describe('the cache of recently read logs', () => {
       return answer;
     };
     const service = new StateSessionService(store, { shareReadEvents });
-    const writer = new StateSessionService(store);
-    await writer.createSession(key);
-    const writing = await writer.getSession({ ...key, config: { numRecentEvents: 1 } });
-    if (!writing) throw new Error('the session is stored');
+    const { writer, writing } = await writerOf(store);
     await service.getSession(key);
     let appended = 0;
     let writes: Promise<unknown> = Promise.resolve();
