@@ -109,6 +109,34 @@ export function eventsOf(appName: string, userId: string, session: string): Docu
  */
 export const SESSION_HEADS: Document = { lastUpdateTime: { $gte: Number.NEGATIVE_INFINITY } };
 
+/**
+ * Session heads whose `lastUpdateTime` was changed outside adk-state to
+ * something that is neither a number nor null (a word, a date, a document):
+ * {@link SESSION_HEADS} misses them, and a listing must not hide them. Type
+ * bounds on the same indexes, so a listing still reads no bucket (a bucket
+ * has no `lastUpdateTime`, which an index holds as null). A head whose
+ * `lastUpdateTime` was removed or set to null cannot be told from a bucket
+ * there, and is not listed.
+ */
+export const DAMAGED_HEADS: Document = {
+  lastUpdateTime: {
+    $type: [
+      'string',
+      'object',
+      'array',
+      'binData',
+      'objectId',
+      'bool',
+      'date',
+      'regex',
+      'javascript',
+      'timestamp',
+      'minKey',
+      'maxKey',
+    ],
+  },
+};
+
 /** The stored form of a whole bucket. */
 export function toStateFields(bucket: Bucket): StateFields {
   const fields: StateFields = {};

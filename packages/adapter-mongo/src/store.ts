@@ -56,6 +56,7 @@ import {
   type BucketDoc,
   type CollectionNames,
   collectionNames,
+  DAMAGED_HEADS,
   EVENT_EXPIRY_GRACE_MS,
   type EventDoc,
   eventId,
@@ -655,28 +656,38 @@ export class MongoStore implements SessionStore {
 
   async listSessions(query: ListQuery, call?: StoreCall): Promise<ListResult> {
     const now = this.#config.now();
-    const filter: Document = { '_id.app': encodeKeyPart(query.appName) };
-    if (query.userId !== undefined) filter['_id.user'] = encodeKeyPart(query.userId);
-    Object.assign(filter, SESSION_HEADS);
+    const owner: Document = { '_id.app': encodeKeyPart(query.appName) };
+    if (query.userId !== undefined) owner['_id.user'] = encodeKeyPart(query.userId);
     // Expired sessions the TTL monitor has not removed yet are not listed.
-    if (this.#config.expireAfterCreateSeconds !== undefined) filter.expiresAt = { $not: { $lte: new Date(now) } };
+    if (this.#config.expireAfterCreateSeconds !== undefined) owner.expiresAt = { $not: { $lte: new Date(now) } };
     return runTransaction(this, 'listSessions', call, async (scope) => {
-      const [counted] = await this.#sessions
-        .aggregate([{ $match: filter }, { $group: { _id: null, n: { $sum: 1 } } }], scope.next())
+      // One count of both kinds of head: those with a numeric time, and those whose time was damaged.
+      const counts = await this.#sessions
+        .aggregate(
+          [
+            { $match: { ...owner, $or: [SESSION_HEADS, DAMAGED_HEADS] } },
+            { $group: { _id: { $isNumber: '$lastUpdateTime' }, n: { $sum: 1 } } },
+          ],
+          scope.next(),
+        )
         .toArray();
-      const totalItems = (counted?.n as number | undefined) ?? 0;
+      const timed = (counts.find((group) => group._id === true)?.n as number | undefined) ?? 0;
+      const damaged = (counts.find((group) => group._id === false)?.n as number | undefined) ?? 0;
+      const totalItems = timed + damaged;
       const result: ListResult = { totalItems, sessions: [], userStates: new Map(), appState: new Map() };
-      let docs: Document[] = [];
-      if (query.limit !== 0 && query.offset < totalItems) {
-        docs = await this.#sessions
-          .find(filter, {
-            ...scope.next(),
-            sort: { lastUpdateTime: query.order === 'asc' ? 1 : -1, sortId: 1 },
-            projection: { lastUpdateTime: 1, revision: 1, state: 1, schemaVersion: 1 },
-            ...(query.offset > 0 ? { skip: query.offset } : {}),
-            ...(query.limit !== undefined ? { limit: query.limit } : {}),
-          })
-          .toArray();
+      // Damaged heads are listed as of time 0 (core lists them so): before the others ascending, after them descending.
+      const first =
+        query.order === 'asc' ? { filter: DAMAGED_HEADS, count: damaged } : { filter: SESSION_HEADS, count: timed };
+      const second = query.order === 'asc' ? SESSION_HEADS : DAMAGED_HEADS;
+      const from = query.offset;
+      const to = query.limit === undefined ? totalItems : Math.min(totalItems, from + query.limit);
+      const docs: Document[] = [];
+      if (from < Math.min(to, first.count)) {
+        docs.push(...(await this.#listPart(first.filter, owner, query, from, Math.min(to, first.count) - from, scope)));
+      }
+      const secondFrom = Math.max(0, from - first.count);
+      if (secondFrom < to - first.count) {
+        docs.push(...(await this.#listPart(second, owner, query, secondFrom, to - first.count - secondFrom, scope)));
       }
       for (const doc of docs) this.#checkVersion(this.names.sessions, doc);
       result.sessions = docs.map((doc) => this.#toRecord(doc as SessionHeadDoc));
@@ -687,6 +698,29 @@ export class MongoStore implements SessionStore {
       for (const owner of owners.keys()) result.userStates.set(owner, buckets.users.get(owner) ?? new Map());
       return result;
     });
+  }
+
+  /** `count` heads of one kind (`kind`: {@link SESSION_HEADS} or {@link DAMAGED_HEADS}) in listing order, from `skip`. */
+  #listPart(
+    kind: Document,
+    owner: Document,
+    query: ListQuery,
+    skip: number,
+    count: number,
+    scope: TransactionScope,
+  ): Promise<Document[]> {
+    return this.#sessions
+      .find(
+        { ...owner, ...kind },
+        {
+          ...scope.next(),
+          sort: { lastUpdateTime: query.order === 'asc' ? 1 : -1, sortId: 1 },
+          projection: { lastUpdateTime: 1, revision: 1, state: 1, schemaVersion: 1 },
+          ...(skip > 0 ? { skip } : {}),
+          limit: count,
+        },
+      )
+      .toArray();
   }
 
   async readUserState(appName: string, userId: string, call?: StoreCall): Promise<Bucket> {

@@ -515,7 +515,7 @@ async function bulkWrite(body: Doc, ctx: CommandContext): Promise<Doc> {
   return { cursor: reply.cursor, ...totals, ok: 1 };
 }
 
-/** Evaluates the expressions the stand-in's `$group` supports: field paths and constants. */
+/** Evaluates the expressions the stand-in's `$group` supports: field paths, constants and `$isNumber`. */
 function evaluate(doc: Doc, expression: unknown): unknown {
   if (typeof expression === 'string' && expression.startsWith('$')) {
     if (expression.startsWith('$$'))
@@ -524,6 +524,13 @@ function evaluate(doc: Doc, expression: unknown): unknown {
   }
   if (isDocument(expression)) {
     const keys = Object.keys(expression);
+    if (keys.length === 1 && keys[0] === '$isNumber') {
+      const value = evaluate(doc, expression.$isNumber);
+      const tag = (value as { _bsontype?: string } | null | undefined)?._bsontype;
+      return (
+        typeof value === 'number' || (tag !== undefined && ['Double', 'Int32', 'Long', 'Decimal128'].includes(tag))
+      );
+    }
     if (keys[0]?.startsWith('$')) throw errors.badValue(`expression ${keys[0]} is not supported by the stand-in`);
     const result: Doc = {};
     for (const key of keys) defineField(result, key, evaluate(doc, expression[key]));

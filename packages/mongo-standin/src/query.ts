@@ -22,7 +22,79 @@ function isOperatorObject(value: unknown): value is Doc {
   return keys.length > 0 && (keys[0] as string).startsWith('$');
 }
 
-const FIELD_OPERATORS = new Set(['$eq', '$ne', '$in', '$nin', '$gt', '$gte', '$lt', '$lte', '$exists', '$not']);
+const FIELD_OPERATORS = new Set([
+  '$eq',
+  '$ne',
+  '$in',
+  '$nin',
+  '$gt',
+  '$gte',
+  '$lt',
+  '$lte',
+  '$exists',
+  '$not',
+  '$type',
+]);
+
+/** The BSON type aliases `$type` takes, with their numbers, as MongoDB names them. */
+const TYPE_ALIASES: ReadonlyMap<string, number> = new Map([
+  ['double', 1],
+  ['string', 2],
+  ['object', 3],
+  ['array', 4],
+  ['binData', 5],
+  ['objectId', 7],
+  ['bool', 8],
+  ['date', 9],
+  ['null', 10],
+  ['regex', 11],
+  ['javascript', 13],
+  ['int', 16],
+  ['timestamp', 17],
+  ['long', 18],
+  ['decimal', 19],
+  ['minKey', -1],
+  ['maxKey', 127],
+]);
+
+/** The type numbers a `$type` operand asks for (`'number'` is every numeric type); an unknown alias fails as on MongoDB. */
+function typeNumbers(operand: unknown): Set<number> {
+  const wanted = new Set<number>();
+  for (const entry of Array.isArray(operand) ? operand : [operand]) {
+    if (entry === 'number') for (const numeric of [1, 16, 18, 19]) wanted.add(numeric);
+    else if (typeof entry === 'string' && TYPE_ALIASES.has(entry)) wanted.add(TYPE_ALIASES.get(entry) as number);
+    else if (typeof entry === 'number' && [...TYPE_ALIASES.values()].includes(entry)) wanted.add(entry);
+    else throw errors.badValue(`unknown type name alias: ${String(entry)}`);
+  }
+  return wanted;
+}
+
+/** The BSON type number of a value as the driver decodes it (a JavaScript number is a double unless whole and 32-bit). */
+function typeNumberOf(value: unknown): number {
+  if (value === null) return 10;
+  if (typeof value === 'number') return Number.isInteger(value) && value === (value | 0) ? 16 : 1;
+  if (typeof value === 'bigint') return 18;
+  if (typeof value === 'string') return 2;
+  if (typeof value === 'boolean') return 8;
+  if (value instanceof Date) return 9;
+  if (value instanceof RegExp) return 11;
+  if (Array.isArray(value)) return 4;
+  const tag = (value as { _bsontype?: string })._bsontype;
+  const byTag: Record<string, number> = {
+    Double: 1,
+    Binary: 5,
+    ObjectId: 7,
+    BSONRegExp: 11,
+    Code: 13,
+    Int32: 16,
+    Timestamp: 17,
+    Long: 18,
+    Decimal128: 19,
+    MinKey: -1,
+    MaxKey: 127,
+  };
+  return tag === undefined ? 3 : (byTag[tag] ?? 3);
+}
 
 /** Parses a filter as MongoDB does before running a query: unknown operators fail even on an empty collection. */
 export function validateFilter(filter: unknown): void {
@@ -60,6 +132,7 @@ function validateOperators(condition: Doc): void {
       if (!isOperatorObject(operand)) throw errors.badValue('$not needs a regex or a document');
       validateOperators(operand);
     }
+    if (operator === '$type') typeNumbers(operand);
   }
 }
 
@@ -136,6 +209,10 @@ function matchesOperator(doc: Doc, parts: readonly string[], operator: string, o
     case '$not': {
       if (!isOperatorObject(operand)) throw errors.badValue('$not needs a regex or a document');
       return !Object.keys(operand).every((inner) => matchesOperator(doc, parts, inner, operand[inner]));
+    }
+    case '$type': {
+      const wanted = typeNumbers(operand);
+      return pathValues(doc, parts).values.some((value) => wanted.has(typeNumberOf(value)));
     }
     default:
       throw errors.badValue(`unknown operator: ${operator}`);

@@ -255,6 +255,36 @@ describe('the MongoDB stand-in', () => {
     expect(await client.db('standin_test').collection('retried').countDocuments()).toBe(1);
   });
 
+  it('matches $type by BSON type (aliases, numbers, "number", arrays of them) and groups by $isNumber', async () => {
+    const col = client.db('standin_test').collection<{ _id: string; t?: unknown }>(`typed${++counter}`);
+    await col.insertMany([
+      { _id: 'int', t: 3 },
+      { _id: 'double', t: 1.5 },
+      { _id: 'long', t: Long.fromNumber(7) },
+      { _id: 'word', t: 'then' },
+      { _id: 'date', t: new Date(0) },
+      { _id: 'doc', t: { at: 1 } },
+      { _id: 'flag', t: true },
+      { _id: 'null', t: null },
+      { _id: 'none' },
+    ]);
+    const ids = async (filter: object) =>
+      (await col.find(filter as never, { sort: { _id: 1 } }).toArray()).map((doc) => doc._id);
+    expect(await ids({ t: { $type: 'number' } })).toEqual(['double', 'int', 'long']);
+    expect(await ids({ t: { $type: ['string', 'date', 'bool'] } })).toEqual(['date', 'flag', 'word']);
+    expect(await ids({ t: { $type: 'object' } })).toEqual(['doc']);
+    expect(await ids({ t: { $type: 10 } })).toEqual(['null']);
+    expect(await ids({ t: { $not: { $type: 'number' } } })).toEqual(['date', 'doc', 'flag', 'none', 'null', 'word']);
+    expect((await caught(col.find({ t: { $type: 'nothing' } } as never).toArray())).code).toBe(2);
+    const groups = await col
+      .aggregate([{ $group: { _id: { $isNumber: '$t' }, n: { $sum: 1 } } }, { $sort: { _id: 1 } }])
+      .toArray();
+    expect(groups).toEqual([
+      { _id: false, n: 6 },
+      { _id: true, n: 3 },
+    ]);
+  });
+
   it("refuses what it does not implement with MongoDB's error codes", async () => {
     const col = fresh();
     expect((await caught(col.find({ $where: 'true' } as never).toArray())).code).toBe(2);
