@@ -98,6 +98,16 @@ export function mayBeCut(value: string): boolean {
 }
 
 /**
+ * The strings a plain {@link documentId} was made of, or `undefined` for a
+ * hashed one (or a name it never makes): what the document's place says of
+ * its key when the fields that name it cannot be read.
+ */
+export function documentIdParts(id: string): string[] | undefined {
+  if (!id.startsWith(PLAIN) || !/^[A-Za-z0-9_.-]*$/.test(id)) return undefined;
+  return id.slice(PLAIN.length).split('.').map(unescapeUnits);
+}
+
+/**
  * A string as a Firestore field stores it. Firestore strings are UTF-8, so
  * a JavaScript string that is not well-formed UTF-16 (a lone surrogate such
  * as `'\ud800'`) cannot be a string value: it is stored as bytes, its UTF-16

@@ -60,6 +60,7 @@ import {
   type StoreCall,
   type StoredEvent,
   UnreadableDataError,
+  unreadableText,
 } from '@adk-state/core/store';
 import type {
   DocumentReference,
@@ -71,7 +72,7 @@ import type {
   Transaction,
 } from '@google-cloud/firestore';
 import { ALREADY_EXISTS, attachDeadlines, checkCall, grpcCode, settleAll, withCall, withoutDeadline } from './calls.js';
-import { documentId, idOrder, mayBeCut, numberKey, readText, storeText } from './encoding.js';
+import { documentId, documentIdParts, idOrder, isText, mayBeCut, numberKey, readText, storeText } from './encoding.js';
 import {
   decodeState,
   type EventDocument,
@@ -97,6 +98,9 @@ const MAX_CREATE_ROUNDS = 5;
 const MAX_QUERY_LIMIT = 2 ** 31 - 1;
 
 /** What listing reads of a session document (not its `recent` ids). */
+/** How many of an app's sessions `listAppNames` reads for one whose `appName` reads. */
+const APP_NAMERS = 10;
+
 const LISTED_FIELDS = ['appName', 'userId', 'id', 'idOrder', 'lastUpdateTime', 'lastUpdateKey', 'revision', 'state'];
 
 /** The outcome of one createSession transaction. */
@@ -176,14 +180,25 @@ export class FirestoreStore implements SessionStore {
     return withCall(call, async () => decodeState((await this.#layout.app(appName).get()).get('state')));
   }
 
-  /** Apps with at least one session: an app document's id is not reversible, so a session of each names it. */
+  /**
+   * Apps with at least one session: an app document's id is not reversible, so
+   * a session of each names it (the first of its first sessions whose
+   * `appName` reads, then the app document's own; an app none of them names is
+   * left out, with a process warning).
+   */
   listAppNames(call?: StoreCall): Promise<string[]> {
     return withCall(call, async () => {
       const names: string[] = [];
       for (const app of await this.#layout.root.listDocuments()) {
-        const first = await app.collection(SESSIONS).limit(1).get();
-        const head = first.docs[0];
-        if (head) names.push(readText(head.get('appName')));
+        const first = await app.collection(SESSIONS).limit(APP_NAMERS).get();
+        if (first.empty) continue;
+        const named = first.docs.map((head) => head.get('appName')).find(isText) ?? (await app.get()).get('appName');
+        if (isText(named)) names.push(readText(named));
+        else
+          process.emitWarning(
+            `adk-state: the sessions of app document ${JSON.stringify(app.id)} name no readable app (their appName fields were changed outside adk-state); the app is left out of listAppNames until one is repaired`,
+            { type: 'AdkStateWarning', code: 'ADK_STATE_UNNAMED_APP' },
+          );
       }
       return names;
     });
@@ -440,9 +455,15 @@ export class FirestoreStore implements SessionStore {
   ): Promise<AtMoment<ListResult>> {
     const { matching, ordered, appRef, needed } = reads;
     const read: DocumentSnapshot[] = [];
+    // Each head's document id: what names a head whose own fields do not (see `listedRecord`).
+    const documentIds = new Map<SessionDocument, string>();
     const heads = (docs: QueryDocumentSnapshot[]) => {
       read.push(...docs);
-      return docs.map((doc) => doc.data() as SessionDocument);
+      return docs.map((doc) => {
+        const head = doc.data() as SessionDocument;
+        documentIds.set(head, doc.id);
+        return head;
+      });
     };
     let window: SessionDocument[] = [];
     let total: number | undefined;
@@ -484,7 +505,9 @@ export class FirestoreStore implements SessionStore {
         ...tied,
       ];
     }
-    const records = window.map(toRecord).sort(compareSessions(query.order));
+    const records = window
+      .flatMap((head) => listedRecord(head, documentIds.get(head) as string, query.appName))
+      .sort(compareSessions(query.order));
     const page = records.slice(query.offset, query.limit === undefined ? undefined : query.offset + query.limit);
     const owners = [...new Set(page.map((record) => record.userId))];
     checkCall(call);
@@ -759,6 +782,42 @@ function loaded(read: SessionRead, events: StoredEvent[]): LoadResult {
 /** An event document as stored; a time of the wrong type is left for core's decode to refuse. */
 function toStored(event: EventDocument): StoredEvent {
   return { id: readText(event.id), timestamp: event.timestamp, json: readText(event.json) };
+}
+
+/**
+ * A listed head as a record. One whose identity fields (`appName`, `userId`,
+ * `id`) were changed outside adk-state so that they do not read is still
+ * listed, under the key its place says: the listing's app, and the user and
+ * id its plain document id spells. Its state then holds an entry that fails
+ * reads as unreadable data, so core lists it with what can be read and warns,
+ * and `getSession` of it fails as it does for any damaged head. A head whose
+ * document id is hashed (ids over 400 escaped characters) and whose ids do
+ * not read cannot be named: it is left out, with a process warning.
+ */
+function listedRecord(head: SessionDocument, documentId: string, appName: string): SessionRecord[] {
+  try {
+    return [toRecord(head)];
+  } catch (error) {
+    if (!isUnreadableData(error)) throw error;
+    const parts = documentIdParts(documentId);
+    const userId = readableText(head.userId) ?? parts?.[0];
+    const id = readableText(head.id) ?? parts?.[1];
+    if (userId === undefined || id === undefined || (parts !== undefined && parts.length !== 2)) {
+      process.emitWarning(
+        `adk-state: a session document ${JSON.stringify(documentId)} of app ${JSON.stringify(appName)} names no readable user and session id (${error.message}); it is left out of listings until repaired or removed`,
+        { type: 'AdkStateWarning', code: 'ADK_STATE_UNNAMED_SESSION' },
+      );
+      return [];
+    }
+    const state = decodeState(head.state);
+    state.set('', unreadableText(`the stored session's identity fields do not read: ${error.message}`));
+    return [{ id, appName, userId, lastUpdateTime: head.lastUpdateTime, revision: head.revision, state }];
+  }
+}
+
+/** The string a stored text field holds, or `undefined` when it holds none. */
+function readableText(value: unknown): string | undefined {
+  return isText(value) ? readText(value) : undefined;
 }
 
 function toRecord(head: SessionDocument): SessionRecord {

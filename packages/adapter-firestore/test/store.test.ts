@@ -350,6 +350,56 @@ describe('reads', () => {
   });
 });
 
+describe('identity fields changed outside adk-state', () => {
+  it('a head whose appName, userId or id do not read is listed under its place, fails its reads, and hides no other', async () => {
+    const sessions = service();
+    const appName = app();
+    for (const sessionId of ['a', 'b', 'c', 'd']) {
+      const session = await sessions.createSession({ appName, userId: 'u:1', sessionId, state: { s: sessionId } });
+      await sessions.appendEvent({ session, event: event({ 'user:k': 1 }, { timestamp: 1_000 }) });
+    }
+    const layout = new Layout(firestore, rootCollection);
+    const head = (sessionId: string) => layout.session({ appName, userId: 'u:1', sessionId }).session;
+    await head('a').update({ id: 5 });
+    await head('b').update({ userId: null });
+    await head('c').update({ appName: 7 });
+
+    const warnings: string[] = [];
+    const onWarning = (warning: Error & { code?: string }) => warnings.push(String(warning.code));
+    process.on('warning', onWarning);
+    try {
+      for (const userId of [undefined, 'u:1']) {
+        const listed = await sessions.listSessions({ appName, ...(userId ? { userId } : {}) });
+        expect(listed.sessions.map((session) => [session.id, session.userId, session.appName])).toEqual(
+          ['a', 'b', 'c', 'd'].map((id) => [id, 'u:1', appName]),
+        );
+        expect(listed.totalItems).toBe(4);
+        // What reads of a damaged head is listed: its user's state; its own state is left out.
+        expect(listed.sessions[0]?.state).toEqual({ 'user:k': 1 });
+        expect(listed.sessions[3]?.state).toEqual({ s: 'd', 'user:k': 1 });
+      }
+      for (const sessionId of ['a', 'b', 'c']) {
+        const failed = (await expectCode(
+          sessions.getSession({ appName, userId: 'u:1', sessionId }),
+          'BACKEND_ERROR',
+        )) as BackendError;
+        expect(failed.kind).toBe('unreadable-data');
+      }
+      expect(await sessions.store.listAppNames()).toContain(appName);
+      // With no session's appName readable, the app document's own names the app.
+      await head('d').update({ appName: 7 });
+      await head('a').update({ appName: null });
+      await head('b').update({ appName: 7 });
+      await layout.app(appName).set({ appName }, { merge: true });
+      expect(await sessions.store.listAppNames()).toContain(appName);
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(warnings).toContain('ADK_STATE_UNREADABLE_LISTED');
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+});
+
 describe('strings Firestore cannot hold as text', () => {
   it('stores a string with lone surrogates as its UTF-16 code units and reads back the exact string', async () => {
     const sessions = service();
