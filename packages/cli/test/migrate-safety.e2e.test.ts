@@ -9,7 +9,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { MongoSessionService } from '@adk-state/adapter-mongo';
+import { MongoSessionService, type MongoStore } from '@adk-state/adapter-mongo';
 import { RedisSessionService } from '@adk-state/adapter-redis';
 import { startStandIn } from '@adk-state/mongo-standin';
 import { type RedisServer, startRedisServer } from '@adk-state/test-servers/redis';
@@ -205,6 +205,35 @@ describe('adk-state migrate, run again on a target that took writes', () => {
       await Promise.all([source.service.close(), target.service.close()]);
     }
   });
+
+  it('a MongoDB source session whose lastUpdateTime was changed to a word is met and named as unreadable, not skipped', async () => {
+    const mongo = await startStandIn();
+    const source = new MongoSessionService({ url: mongo.url });
+    const target = redisDb(redis, 5);
+    try {
+      for (const sessionId of ['sa', 'swhen', 'sc']) {
+        const key = { appName: 'timed', userId: 'ada', sessionId };
+        await source.createSession({ ...key, state: { n: 0 } });
+        await write(source, key, T0 + 1, { n: 1 });
+      }
+      // Straight in the database, with the store's own client.
+      await (source.store as MongoStore).client
+        .db('adk_state')
+        .collection('adk_sessions')
+        .updateOne({ _id: { app: 'timed', user: 'ada', id: 'swhen' } as never }, { $set: { lastUpdateTime: 'then' } });
+      const run = await runCli(['migrate', '--from', mongo.url, '--to', target.uri, '--app', 'timed']);
+      expect(run.code, run.stdout + run.stderr).toBe(1);
+      expect(run.stdout + run.stderr).toMatch(/failed: .*swhen.*Stored data could not be read/);
+      expect(await target.service.getSession({ appName: 'timed', userId: 'ada', sessionId: 'swhen' })).toBeUndefined();
+      for (const sessionId of ['sa', 'sc']) {
+        const copied = await target.service.getSession({ appName: 'timed', userId: 'ada', sessionId });
+        expect(copied?.state).toEqual({ n: 1 });
+      }
+    } finally {
+      await Promise.all([source.close(), target.service.close()]);
+      await mongo.stop();
+    }
+  }, 60_000);
 
   it('without --app copies every app of the source (SQL, MongoDB and Redis list theirs); a mistyped --app exits 4', async () => {
     const sqlite = `sqlite://${join(scratch, 'apps.db')}`;
