@@ -8,6 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { BSON, Long, ObjectId } from 'bson';
 import { CommandError, errors } from './errors.js';
 import { applyUpdate, matches, project, sortComparator, upsertSeed, validateFilter, validateUpdate } from './query.js';
+import { selectByRange, type Wanted } from './ranges.js';
 import { Blocked, type Engine, type IndexInfo, idKeyOf, type Transaction } from './storage.js';
 import { clone, type Doc, defineField, getPath, isDocument, valuesEqual } from './values.js';
 
@@ -82,8 +83,13 @@ function asCount(value: unknown, what: string): number | undefined {
   return n;
 }
 
-/** The documents of `ns` matching `filter`, looked up by `_id` when the filter pins it. */
-function select(ctx: CommandContext, ns: string, filter: Doc | undefined): Doc[] {
+/**
+ * The documents of `ns` matching `filter`, looked up by `_id` when the filter
+ * pins it, else through a compound index's order when one serves the filter
+ * (`wanted`: the find's sort and limit, to stop early), else by the
+ * narrowest equality posting.
+ */
+function select(ctx: CommandContext, ns: string, filter: Doc | undefined, wanted?: Wanted): Doc[] {
   validateFilter(filter);
   const id = filter?._id;
   if (filter && id !== undefined && !(isDocument(id) && Object.keys(id)[0]?.startsWith('$'))) {
@@ -101,6 +107,12 @@ function select(ctx: CommandContext, ns: string, filter: Doc | undefined): Doc[]
       if (doc && matches(doc, filter)) found.push(doc);
     }
     return found;
+  }
+  const collection = ctx.engine.collection(ns);
+  if (filter && collection && collection.ranges.size > 0) {
+    const snapshot = ctx.txn ? ctx.txn.snapshot : ctx.engine.clock;
+    const ranged = selectByRange(collection, filter, snapshot, ctx.txn, wanted);
+    if (ranged) return ranged;
   }
   if (filter) {
     // The narrowest equality an index has a field for.
@@ -195,11 +207,12 @@ function takeBatch(docs: Doc[], from: number, count: number): Doc[] {
 
 function find(body: Doc, ctx: CommandContext): Doc {
   const ns = nsOf(ctx, collectionName(body, 'find'));
-  let docs = select(ctx, ns, asDoc(body.filter, 'filter'));
   const sort = asDoc(body.sort, 'sort');
-  if (sort && Object.keys(sort).length > 0) docs = [...docs].sort(sortComparator(sort));
   const skip = asCount(body.skip, 'skip') ?? 0;
   const limit = asCount(body.limit, 'limit');
+  const count = limit === undefined || limit === 0 ? undefined : skip + limit;
+  let docs = select(ctx, ns, asDoc(body.filter, 'filter'), { sort, count });
+  if (sort && Object.keys(sort).length > 0) docs = [...docs].sort(sortComparator(sort));
   docs = docs.slice(skip, limit === undefined || limit === 0 ? undefined : skip + limit);
   const projection = asDoc(body.projection, 'projection');
   docs = docs.map((doc) => project(doc, projection));

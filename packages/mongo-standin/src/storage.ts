@@ -16,6 +16,55 @@ export interface IndexInfo {
   expireAfterSeconds?: number;
 }
 
+/**
+ * The order of a compound index's last field, for each value of the fields
+ * before it: what lets a query pinned on those fields read a range of the
+ * last one, or its first or last entries, without reading the rest (as a
+ * B-tree index does). Entries are (value, document) for every finite number
+ * the field held in some version of a document: a superset, as the postings
+ * are, so readers check each document's visible version.
+ */
+export interface RangeIndex {
+  prefix: string[];
+  field: string;
+  /** The canonical values of `prefix` to the entries in ascending order of value. */
+  groups: Map<string, { values: number[]; ids: string[] }>;
+  /**
+   * Documents no group holds in order: a prefix field missing or met through
+   * an array, or a field value that is not a finite number. Every reader of
+   * the index takes them as candidates.
+   */
+  loose: Set<string>;
+}
+
+/** Where a document's entry of a {@link RangeIndex} is, to take it out again. */
+type RangeEntry = [RangeIndex, string | undefined, number];
+
+/** The index of the first entry of `values` (ascending) above `value`, or at or above it when `inclusive`. */
+export function boundIndex(values: readonly number[], value: number, inclusive: boolean): number {
+  let low = 0;
+  let high = values.length;
+  while (low < high) {
+    const middle = (low + high) >>> 1;
+    const at = values[middle] as number;
+    if (at < value || (!inclusive && at === value)) low = middle + 1;
+    else high = middle;
+  }
+  return low;
+}
+
+/** The single plain value at `path`, or undefined when it is missing or met through an array. */
+function plainValue(doc: Doc, path: string): { value: unknown } | undefined {
+  const { values, missing } = pathValues(doc, path.split('.'));
+  if (missing || values.length !== 1 || Array.isArray(values[0])) return undefined;
+  return { value: values[0] };
+}
+
+/** The key of a range index's group for the prefix values `values`. */
+export function groupKeyOf(values: readonly unknown[]): string {
+  return canonical(values);
+}
+
 interface Version {
   ts: number;
   doc: Doc | null;
@@ -35,6 +84,9 @@ export class Collection {
    */
   readonly postings = new Map<string, Map<string, Set<string>>>();
   readonly #posted = new Map<string, Array<[string, string]>>();
+  /** By index name, each compound secondary index's order of its last field (see {@link RangeIndex}). */
+  readonly ranges = new Map<string, RangeIndex>();
+  readonly #ranged = new Map<string, RangeEntry[]>();
   /** The transaction that created this collection, until it commits. */
   pendingCreator: Transaction | undefined;
 
@@ -49,7 +101,58 @@ export class Collection {
       for (const version of chain) if (version.doc) this.post(idKey, version.doc);
   }
 
+  /** Keeps the order of `index`'s last field (a compound index's) from now on, for every version stored. */
+  rangeIndex(index: IndexInfo): void {
+    const paths = Object.keys(index.key);
+    if (paths.length < 2 || paths.includes('_id') || this.ranges.has(index.name)) return;
+    const range: RangeIndex = {
+      prefix: paths.slice(0, -1),
+      field: paths[paths.length - 1] as string,
+      groups: new Map(),
+      loose: new Set(),
+    };
+    this.ranges.set(index.name, range);
+    for (const [idKey, chain] of this.versions)
+      for (const version of chain) if (version.doc) this.#postRange(range, idKey, version.doc);
+  }
+
+  #postRange(range: RangeIndex, idKey: string, doc: Doc): void {
+    let entries = this.#ranged.get(idKey);
+    if (!entries) {
+      entries = [];
+      this.#ranged.set(idKey, entries);
+    }
+    const prefix: unknown[] = [];
+    for (const path of range.prefix) {
+      const plain = plainValue(doc, path);
+      if (!plain) break;
+      prefix.push(plain.value);
+    }
+    const field = plainValue(doc, range.field);
+    if (prefix.length < range.prefix.length || typeof field?.value !== 'number' || !Number.isFinite(field.value)) {
+      if (!range.loose.has(idKey)) {
+        range.loose.add(idKey);
+        entries.push([range, undefined, 0]);
+      }
+      return;
+    }
+    const value = field.value;
+    const key = groupKeyOf(prefix);
+    let group = range.groups.get(key);
+    if (!group) {
+      group = { values: [], ids: [] };
+      range.groups.set(key, group);
+    }
+    const from = boundIndex(group.values, value, true);
+    const to = boundIndex(group.values, value, false);
+    for (let at = from; at < to; at++) if (group.ids[at] === idKey) return;
+    group.values.splice(to, 0, value);
+    group.ids.splice(to, 0, idKey);
+    entries.push([range, key, value]);
+  }
+
   post(idKey: string, doc: Doc): void {
+    for (const range of this.ranges.values()) this.#postRange(range, idKey, doc);
     for (const [path, byValue] of this.postings) {
       // Every value an equality on `path` can match: array elements too, and null when missing.
       const { values, missing } = pathValues(doc, path.split('.'));
@@ -80,6 +183,23 @@ export class Collection {
       if (ids?.size === 0) this.postings.get(path)?.delete(valueKey);
     }
     this.#posted.delete(idKey);
+    for (const [range, key, value] of this.#ranged.get(idKey) ?? []) {
+      if (key === undefined) {
+        range.loose.delete(idKey);
+        continue;
+      }
+      const group = range.groups.get(key);
+      if (!group) continue;
+      const to = boundIndex(group.values, value, false);
+      for (let at = boundIndex(group.values, value, true); at < to; at++) {
+        if (group.ids[at] !== idKey) continue;
+        group.values.splice(at, 1);
+        group.ids.splice(at, 1);
+        break;
+      }
+      if (group.ids.length === 0) range.groups.delete(key);
+    }
+    this.#ranged.delete(idKey);
   }
 
   latest(idKey: string): Version | undefined {
@@ -396,6 +516,7 @@ export class Engine {
     }
     collection.indexes.push(spec);
     for (const path of Object.keys(spec.key)) collection.indexField(path);
+    collection.rangeIndex(spec);
     return true;
   }
 
