@@ -71,6 +71,7 @@ export function selectByRange(
             if (take(group.ids[at] as string, (doc) => getPath(doc, field) === value)) taken++;
           }
         }
+        for (const idKey of group.loose) take(idKey);
       }
       for (const idKey of scan.range.loose) take(idKey);
     }

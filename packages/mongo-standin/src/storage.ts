@@ -27,18 +27,30 @@ export interface IndexInfo {
 export interface RangeIndex {
   prefix: string[];
   field: string;
-  /** The canonical values of `prefix` to the entries in ascending order of value. */
-  groups: Map<string, { values: number[]; ids: string[] }>;
+  /** The canonical values of `prefix` to that group's entries. */
+  groups: Map<string, RangeGroup>;
   /**
-   * Documents no group holds in order: a prefix field missing or met through
-   * an array, or a field value that is not a finite number. Every reader of
-   * the index takes them as candidates.
+   * Documents of no group: a prefix field missing or met through an array.
+   * Every reader of the index takes them as candidates.
    */
   loose: Set<string>;
 }
 
-/** Where a document's entry of a {@link RangeIndex} is, to take it out again. */
-type RangeEntry = [RangeIndex, string | undefined, number];
+/** The entries of one value of a {@link RangeIndex}'s leading fields. */
+export interface RangeGroup {
+  /** The field's finite numbers in ascending order, and beside each its document. */
+  values: number[];
+  ids: string[];
+  /** Documents whose field held something else (missing, text, an array): every reader of the group takes them. */
+  loose: Set<string>;
+}
+
+/**
+ * Where a document's entry of a {@link RangeIndex} is, to take it out again:
+ * the group's key (none: the index's loose set) and the value (none: the
+ * group's loose set).
+ */
+type RangeEntry = [RangeIndex, string | undefined, number | undefined];
 
 /** The index of the first entry of `values` (ascending) above `value`, or at or above it when `inclusive`. */
 export function boundIndex(values: readonly number[], value: number, inclusive: boolean): number {
@@ -128,21 +140,28 @@ export class Collection {
       if (!plain) break;
       prefix.push(plain.value);
     }
-    const field = plainValue(doc, range.field);
-    if (prefix.length < range.prefix.length || typeof field?.value !== 'number' || !Number.isFinite(field.value)) {
+    if (prefix.length < range.prefix.length) {
       if (!range.loose.has(idKey)) {
         range.loose.add(idKey);
-        entries.push([range, undefined, 0]);
+        entries.push([range, undefined, undefined]);
+      }
+      return;
+    }
+    const key = groupKeyOf(prefix);
+    let group = range.groups.get(key);
+    if (!group) {
+      group = { values: [], ids: [], loose: new Set() };
+      range.groups.set(key, group);
+    }
+    const field = plainValue(doc, range.field);
+    if (typeof field?.value !== 'number' || !Number.isFinite(field.value)) {
+      if (!group.loose.has(idKey)) {
+        group.loose.add(idKey);
+        entries.push([range, key, undefined]);
       }
       return;
     }
     const value = field.value;
-    const key = groupKeyOf(prefix);
-    let group = range.groups.get(key);
-    if (!group) {
-      group = { values: [], ids: [] };
-      range.groups.set(key, group);
-    }
     const from = boundIndex(group.values, value, true);
     const to = boundIndex(group.values, value, false);
     for (let at = from; at < to; at++) if (group.ids[at] === idKey) return;
@@ -190,14 +209,17 @@ export class Collection {
       }
       const group = range.groups.get(key);
       if (!group) continue;
-      const to = boundIndex(group.values, value, false);
-      for (let at = boundIndex(group.values, value, true); at < to; at++) {
-        if (group.ids[at] !== idKey) continue;
-        group.values.splice(at, 1);
-        group.ids.splice(at, 1);
-        break;
+      if (value === undefined) group.loose.delete(idKey);
+      else {
+        const to = boundIndex(group.values, value, false);
+        for (let at = boundIndex(group.values, value, true); at < to; at++) {
+          if (group.ids[at] !== idKey) continue;
+          group.values.splice(at, 1);
+          group.ids.splice(at, 1);
+          break;
+        }
       }
-      if (group.ids.length === 0) range.groups.delete(key);
+      if (group.ids.length === 0 && group.loose.size === 0) range.groups.delete(key);
     }
     this.#ranged.delete(idKey);
   }
