@@ -97,10 +97,10 @@ const MAX_CREATE_ROUNDS = 5;
 /** The largest `limit` Firestore takes in a query (a signed 32-bit integer). */
 const MAX_QUERY_LIMIT = 2 ** 31 - 1;
 
-/** What listing reads of a session document (not its `recent` ids). */
 /** How many of an app's sessions `listAppNames` reads for one whose `appName` reads. */
 const APP_NAMERS = 10;
 
+/** What listing reads of a session document (not its `recent` ids). */
 const LISTED_FIELDS = ['appName', 'userId', 'id', 'idOrder', 'lastUpdateTime', 'lastUpdateKey', 'revision', 'state'];
 
 /** The outcome of one createSession transaction. */

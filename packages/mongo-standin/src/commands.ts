@@ -7,7 +7,16 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BSON, Long, ObjectId } from 'bson';
 import { CommandError, errors } from './errors.js';
-import { applyUpdate, matches, project, sortComparator, upsertSeed, validateFilter, validateUpdate } from './query.js';
+import {
+  applyUpdate,
+  isNumeric,
+  matches,
+  project,
+  sortComparator,
+  upsertSeed,
+  validateFilter,
+  validateUpdate,
+} from './query.js';
 import { selectByRange, type Wanted } from './ranges.js';
 import { Blocked, type Engine, type IndexInfo, idKeyOf, type Transaction } from './storage.js';
 import { clone, type Doc, defineField, getPath, isDocument, valuesEqual } from './values.js';
@@ -537,13 +546,7 @@ function evaluate(doc: Doc, expression: unknown): unknown {
   }
   if (isDocument(expression)) {
     const keys = Object.keys(expression);
-    if (keys.length === 1 && keys[0] === '$isNumber') {
-      const value = evaluate(doc, expression.$isNumber);
-      const tag = (value as { _bsontype?: string } | null | undefined)?._bsontype;
-      return (
-        typeof value === 'number' || (tag !== undefined && ['Double', 'Int32', 'Long', 'Decimal128'].includes(tag))
-      );
-    }
+    if (keys.length === 1 && keys[0] === '$isNumber') return isNumeric(evaluate(doc, expression.$isNumber));
     if (keys[0]?.startsWith('$')) throw errors.badValue(`expression ${keys[0]} is not supported by the stand-in`);
     const result: Doc = {};
     for (const key of keys) defineField(result, key, evaluate(doc, expression[key]));

@@ -57,16 +57,24 @@ const TYPE_ALIASES: ReadonlyMap<string, number> = new Map([
   ['maxKey', 127],
 ]);
 
+/** The numeric BSON types: double, int, long, decimal. */
+const NUMERIC_TYPES: ReadonlySet<number> = new Set([1, 16, 18, 19]);
+
 /** The type numbers a `$type` operand asks for (`'number'` is every numeric type); an unknown alias fails as on MongoDB. */
 function typeNumbers(operand: unknown): Set<number> {
   const wanted = new Set<number>();
   for (const entry of Array.isArray(operand) ? operand : [operand]) {
-    if (entry === 'number') for (const numeric of [1, 16, 18, 19]) wanted.add(numeric);
+    if (entry === 'number') for (const numeric of NUMERIC_TYPES) wanted.add(numeric);
     else if (typeof entry === 'string' && TYPE_ALIASES.has(entry)) wanted.add(TYPE_ALIASES.get(entry) as number);
     else if (typeof entry === 'number' && [...TYPE_ALIASES.values()].includes(entry)) wanted.add(entry);
     else throw errors.badValue(`unknown type name alias: ${String(entry)}`);
   }
   return wanted;
+}
+
+/** Whether `value` is of a numeric BSON type (what `$isNumber` says). */
+export function isNumeric(value: unknown): boolean {
+  return value !== undefined && NUMERIC_TYPES.has(typeNumberOf(value));
 }
 
 /** The BSON type number of a value as the driver decodes it (a JavaScript number is a double unless whole and 32-bit). */
