@@ -222,7 +222,7 @@ function find(body: Doc, ctx: CommandContext): Doc {
   const count = limit === undefined || limit === 0 ? undefined : skip + limit;
   let docs = select(ctx, ns, asDoc(body.filter, 'filter'), { sort, count });
   if (sort && Object.keys(sort).length > 0) docs = [...docs].sort(sortComparator(sort));
-  docs = docs.slice(skip, limit === undefined || limit === 0 ? undefined : skip + limit);
+  docs = docs.slice(skip, count);
   const projection = asDoc(body.projection, 'projection');
   docs = docs.map((doc) => project(doc, projection));
   return makeCursor(ctx, ns, docs, asCount(body.batchSize, 'batchSize'), body.singleBatch === true);

@@ -88,21 +88,23 @@ function typeNumberOf(value: unknown): number {
   if (value instanceof RegExp) return 11;
   if (Array.isArray(value)) return 4;
   const tag = (value as { _bsontype?: string })._bsontype;
-  const byTag: Record<string, number> = {
-    Double: 1,
-    Binary: 5,
-    ObjectId: 7,
-    BSONRegExp: 11,
-    Code: 13,
-    Int32: 16,
-    Timestamp: 17,
-    Long: 18,
-    Decimal128: 19,
-    MinKey: -1,
-    MaxKey: 127,
-  };
-  return tag === undefined ? 3 : (byTag[tag] ?? 3);
+  return tag === undefined ? 3 : (TYPE_OF_BSON_CLASS.get(tag) ?? 3);
 }
+
+/** The BSON type numbers of the driver's value classes, by their `_bsontype`. */
+const TYPE_OF_BSON_CLASS: ReadonlyMap<string, number> = new Map([
+  ['Double', 1],
+  ['Binary', 5],
+  ['ObjectId', 7],
+  ['BSONRegExp', 11],
+  ['Code', 13],
+  ['Int32', 16],
+  ['Timestamp', 17],
+  ['Long', 18],
+  ['Decimal128', 19],
+  ['MinKey', -1],
+  ['MaxKey', 127],
+]);
 
 /** Parses a filter as MongoDB does before running a query: unknown operators fail even on an empty collection. */
 export function validateFilter(filter: unknown): void {

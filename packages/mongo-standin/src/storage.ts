@@ -65,9 +65,24 @@ export function boundIndex(values: readonly number[], value: number, inclusive: 
   return low;
 }
 
+/** What a query on each path of one document considers ({@link pathValues}), each path read once. */
+type PathReader = (path: string) => { values: unknown[]; missing: boolean };
+
+function pathReader(doc: Doc): PathReader {
+  const read = new Map<string, { values: unknown[]; missing: boolean }>();
+  return (path) => {
+    let found = read.get(path);
+    if (!found) {
+      found = pathValues(doc, path.split('.'));
+      read.set(path, found);
+    }
+    return found;
+  };
+}
+
 /** The single plain value at `path`, or undefined when it is missing or met through an array. */
-function plainValue(doc: Doc, path: string): { value: unknown } | undefined {
-  const { values, missing } = pathValues(doc, path.split('.'));
+function plainValue(at: PathReader, path: string): { value: unknown } | undefined {
+  const { values, missing } = at(path);
   if (missing || values.length !== 1 || Array.isArray(values[0])) return undefined;
   return { value: values[0] };
 }
@@ -125,10 +140,10 @@ export class Collection {
     };
     this.ranges.set(index.name, range);
     for (const [idKey, chain] of this.versions)
-      for (const version of chain) if (version.doc) this.#postRange(range, idKey, version.doc);
+      for (const version of chain) if (version.doc) this.#postRange(range, idKey, pathReader(version.doc));
   }
 
-  #postRange(range: RangeIndex, idKey: string, doc: Doc): void {
+  #postRange(range: RangeIndex, idKey: string, at: PathReader): void {
     let entries = this.#ranged.get(idKey);
     if (!entries) {
       entries = [];
@@ -136,7 +151,7 @@ export class Collection {
     }
     const prefix: unknown[] = [];
     for (const path of range.prefix) {
-      const plain = plainValue(doc, path);
+      const plain = plainValue(at, path);
       if (!plain) break;
       prefix.push(plain.value);
     }
@@ -153,7 +168,7 @@ export class Collection {
       group = { values: [], ids: [], loose: new Set() };
       range.groups.set(key, group);
     }
-    const field = plainValue(doc, range.field);
+    const field = plainValue(at, range.field);
     if (typeof field?.value !== 'number' || !Number.isFinite(field.value)) {
       if (!group.loose.has(idKey)) {
         group.loose.add(idKey);
@@ -171,10 +186,11 @@ export class Collection {
   }
 
   post(idKey: string, doc: Doc): void {
-    for (const range of this.ranges.values()) this.#postRange(range, idKey, doc);
+    const at = pathReader(doc);
+    for (const range of this.ranges.values()) this.#postRange(range, idKey, at);
     for (const [path, byValue] of this.postings) {
       // Every value an equality on `path` can match: array elements too, and null when missing.
-      const { values, missing } = pathValues(doc, path.split('.'));
+      const { values, missing } = at(path);
       const keys = new Set(values.map((value) => canonical(value)));
       if (missing || values.length === 0) keys.add(canonical(null));
       for (const valueKey of keys) {
