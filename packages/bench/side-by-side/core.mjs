@@ -104,6 +104,12 @@ const workloads = {
     await history(service, adk, 'f', 1000);
     return reads(service, { appName: 'a', userId: 'u', sessionId: 'f' }, size(60));
   },
+  /** The same without the log cache: each read decodes every event. */
+  async getFull1000uncached({ mem, adk }) {
+    const service = new mem.MemorySessionService({ logCacheBytes: 0 });
+    await history(service, adk, 'f', 1000);
+    return reads(service, { appName: 'a', userId: 'u', sessionId: 'f' }, size(60));
+  },
   /** A Runner's turn on a session of 4,000 events read before: a whole getSession, then 4 appends through it. */
   turns4000: ({ mem, adk }) => turns(mem, adk, 4000, { shareReadEvents: true }),
   /** The same at 20,000 events. */
