@@ -68,6 +68,7 @@ describe('app: keys through the outbox (single server, one slot per script)', ()
     client = new Redis(inject('redisUrl'));
   });
   afterAll(async () => {
+    await service.closeAll();
     await client.quit();
   });
 

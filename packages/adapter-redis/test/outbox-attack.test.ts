@@ -190,6 +190,7 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
     await loadScripts([client]);
   });
   afterAll(async () => {
+    await service.closeAll();
     await client.quit();
   });
 
@@ -616,6 +617,7 @@ describe.skipIf(clusterNodes.length === 0)('attacks on the outbox protocol (a cl
     await loadScripts(cluster.nodes('master'));
   });
   afterAll(async () => {
+    await service.closeAll();
     await cluster.quit();
   });
 

@@ -18,10 +18,13 @@ import { outboxServices } from './support/index.js';
 const failure = (promise: Promise<unknown>) => expectCode(promise, 'BACKEND_ERROR') as Promise<BackendError>;
 
 let client: Redis;
+/** The outbox services the fixtures made, closed before the client quits. */
+const outboxed: Array<{ closeAll(): Promise<void> }> = [];
 beforeAll(() => {
   client = new Redis(inject('redisUrl'));
 });
 afterAll(async () => {
+  await Promise.all(outboxed.map((made) => made.closeAll()));
   await client.quit();
 });
 
@@ -193,7 +196,9 @@ describe('the outbox protocol (one server, clusterProtocol) with outbox records 
   async function fixture(drainIntervalMs = Number.POSITIVE_INFINITY) {
     const keyPrefix = `${inject('testPrefix')}-${randomUUID()}:`;
     const warnings: RedisStoreWarning[] = [];
-    const service = outboxServices({ client: () => client, keyPrefix, shards: SHARDS, warnings })({ drainIntervalMs });
+    const make = outboxServices({ client: () => client, keyPrefix, shards: SHARDS, warnings });
+    outboxed.push(make);
+    const service = make({ drainIntervalMs });
     const key = { appName: 'app', userId: 'u', sessionId: 's' };
     const session = await service.createSession({ ...key, state: { 'app:a': 1 } });
     const shard = shardKeys(keyPrefix, 'app', shardOf('u', SHARDS), SHARDS);

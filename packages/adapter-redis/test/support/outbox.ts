@@ -8,6 +8,11 @@ import { RedisSessionService, type RedisSessionServiceOptions, type RedisStoreWa
  * entries leave an outbox 2 s after they are known applied (60 s by
  * default), and no drain runs unless a test asks for one. `over` changes
  * any option of one service.
+ *
+ * `closeAll()` closes every service made so far (their drains finish or are
+ * abandoned): a test file calls it before it quits the shared client, since
+ * a command a drain sends after QUIT makes the server reset the connection
+ * and the QUIT itself fail with "Connection is closed".
  */
 export function outboxServices(options: {
   client: () => Redis | Cluster;
@@ -15,8 +20,9 @@ export function outboxServices(options: {
   shards: number;
   warnings: RedisStoreWarning[];
 }) {
-  return (over: Partial<RedisSessionServiceOptions> & { client?: Redis } = {}) =>
-    new RedisSessionService({
+  const made: RedisSessionService[] = [];
+  const make = (over: Partial<RedisSessionServiceOptions> & { client?: Redis } = {}) => {
+    const service = new RedisSessionService({
       client: options.client(),
       keyPrefix: options.keyPrefix,
       shards: options.shards,
@@ -26,4 +32,11 @@ export function outboxServices(options: {
       onWarning: (warning) => options.warnings.push(warning),
       ...over,
     } as RedisSessionServiceOptions);
+    made.push(service);
+    return service;
+  };
+  const closeAll = async () => {
+    await Promise.all(made.splice(0).map((service) => service.close()));
+  };
+  return Object.assign(make, { closeAll });
 }
