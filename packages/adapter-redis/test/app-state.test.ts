@@ -19,7 +19,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { RedisSessionService, type RedisStoreWarning } from '../src/index.js';
 import { appKeys, FIELD, PART, sessionKeys } from '../src/keys.js';
 import { SCRIPT_SHAS } from '../src/store.js';
-import { outboxServices, testEvent } from './support/index.js';
+import { outboxServices, quitShared, testEvent } from './support/index.js';
 
 const keyPrefix = `${inject('testPrefix')}-${randomUUID().slice(0, 8)}:`;
 
@@ -69,7 +69,7 @@ describe('app: keys through the outbox (single server, one slot per script)', ()
   });
   afterAll(async () => {
     await service.closeAll();
-    await client.quit();
+    await quitShared(client);
   });
 
   /** A service on the outbox protocol; no drains unless asked for. */

@@ -16,7 +16,14 @@ import { RedisSessionService, type RedisSessionServiceOptions, type RedisStoreWa
 import { appKeys, shardKeys, shardOf } from '../src/keys.js';
 import { APPEND, APPLY, CREATE, IMPORT, LAYOUT, LOAD, PEEK, RAISE, READ_APP } from '../src/scripts.js';
 import { gated, runs, serverMicros, untilServerTime, usersOfShard } from './attack/hooks.js';
-import { hasRedisServer, outboxServices, startRedisCluster, startRedisServer, testEvent } from './support/index.js';
+import {
+  hasRedisServer,
+  outboxServices,
+  quitShared,
+  startRedisCluster,
+  startRedisServer,
+  testEvent,
+} from './support/index.js';
 
 const keyPrefix = `${inject('testPrefix')}-atk-${randomUUID().slice(0, 8)}:`;
 
@@ -191,7 +198,7 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
   });
   afterAll(async () => {
     await service.closeAll();
-    await client.quit();
+    await quitShared(client);
   });
 
   /** A service on the outbox protocol; no drains unless asked for. */

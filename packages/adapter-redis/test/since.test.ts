@@ -10,7 +10,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { RedisSessionService } from '../src/index.js';
 import { SCRIPT_SHAS } from '../src/store.js';
-import { testEvent } from './support/index.js';
+import { quitShared, testEvent } from './support/index.js';
 
 /** A client that records how many log entries each session read brought back. */
 function counting(client: Redis) {
@@ -39,7 +39,7 @@ describe.each([
     client = new Redis(inject('redisUrl'));
   });
   afterAll(async () => {
-    await client.quit();
+    await quitShared(client);
   });
 
   it('reads only the events appended since, and the whole log after a replaced event or a new life of the id', async () => {

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { RedisSessionService } from '../src/index.js';
 import { appKeys, encodeText, FIELD, OUTBOX_INDEX_SUFFIX, sessionKeys, shardKeys, shardOf } from '../src/keys.js';
 import type { RedisStoreWarning } from '../src/outbox.js';
-import { outboxServices } from './support/index.js';
+import { outboxServices, quitShared } from './support/index.js';
 
 const failure = (promise: Promise<unknown>) => expectCode(promise, 'BACKEND_ERROR') as Promise<BackendError>;
 
@@ -25,7 +25,7 @@ beforeAll(() => {
 });
 afterAll(async () => {
   await Promise.all(outboxed.map((made) => made.closeAll()));
-  await client.quit();
+  await quitShared(client);
 });
 
 describe('the Redis store with records it cannot read', () => {

@@ -40,3 +40,18 @@ export function outboxServices(options: {
   };
   return Object.assign(make, { closeAll });
 }
+
+/**
+ * Quits a client that services on the outbox protocol shared. A flush or drain
+ * of a service nobody closed may send a command after QUIT; the server then
+ * resets the connection and ioredis rejects QUIT with "Connection is closed"
+ * though the client did end (as ioredis's own Cluster#quit takes it). Any
+ * other failure, or a client that did not end, still fails the caller.
+ */
+export async function quitShared(client: Redis): Promise<void> {
+  try {
+    await client.quit();
+  } catch (error) {
+    if (!(error instanceof Error && error.message === 'Connection is closed.' && client.status === 'end')) throw error;
+  }
+}
