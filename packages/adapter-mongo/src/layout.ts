@@ -111,30 +111,35 @@ export const SESSION_HEADS: Document = { lastUpdateTime: { $gte: Number.NEGATIVE
 
 /**
  * Session heads whose `lastUpdateTime` was changed outside adk-state to
- * something that is neither a number nor null (a word, a date, a document):
- * {@link SESSION_HEADS} misses them, and a listing must not hide them. Type
- * bounds on the same indexes, so a listing still reads no bucket (a bucket
- * has no `lastUpdateTime`, which an index holds as null). A head whose
- * `lastUpdateTime` was removed or set to null cannot be told from a bucket
- * there, and is not listed.
+ * something that is not a number: {@link SESSION_HEADS} misses them, and a
+ * listing must not hide them. Bounds on the same indexes, so a listing still
+ * reads no bucket: a word, a date, a document (any type but number and null)
+ * by type; a time removed or set to null by the head's `sortId`, a string
+ * every head has and no bucket has (the index holds a bucket's missing
+ * `lastUpdateTime` and `sortId` both as null).
  */
 export const DAMAGED_HEADS: Document = {
-  lastUpdateTime: {
-    $type: [
-      'string',
-      'object',
-      'array',
-      'binData',
-      'objectId',
-      'bool',
-      'date',
-      'regex',
-      'javascript',
-      'timestamp',
-      'minKey',
-      'maxKey',
-    ],
-  },
+  $or: [
+    {
+      lastUpdateTime: {
+        $type: [
+          'string',
+          'object',
+          'array',
+          'binData',
+          'objectId',
+          'bool',
+          'date',
+          'regex',
+          'javascript',
+          'timestamp',
+          'minKey',
+          'maxKey',
+        ],
+      },
+    },
+    { lastUpdateTime: null, sortId: { $type: 'string' } },
+  ],
 };
 
 /** The stored form of a whole bucket. */

@@ -58,43 +58,67 @@ describe('heads whose lastUpdateTime was changed to something that is not a numb
   it('are listed (as of time 0) and counted, on every page, in both orders, for the app and for their user', async () => {
     const service = new MongoSessionService({ client, dbName });
     const appName = uniqueApp();
-    for (const [index, sessionId] of ['a', 'b', 'c', 'd', 'e'].entries()) {
+    for (const [index, sessionId] of ['a', 'b', 'c', 'd', 'e', 'f', 'g'].entries()) {
       const userId = index % 2 === 0 ? 'u' : 'v';
       const created = await service.createSession({ appName, userId, sessionId });
-      await service.appendEvent({ session: created, event: event({ n: index }) });
+      // user: and app: keys, so that the user and app buckets (which have no time) exist.
+      await service.appendEvent({
+        session: created,
+        event: event({ n: index, 'user:last': index, 'app:last': index }),
+      });
     }
     const sessions = client.db(dbName).collection(names.sessions);
     const damage = async (user: string, id: string, value: unknown) =>
-      sessions.updateOne({ _id: { app: appName, user, id } as never }, { $set: { lastUpdateTime: value } });
+      sessions.updateOne(
+        { _id: { app: appName, user, id } as never },
+        value === undefined ? { $unset: { lastUpdateTime: '' } } : { $set: { lastUpdateTime: value } },
+      );
     await damage('u', 'c', 'then');
     await damage('v', 'b', new Date(0));
+    // Null and removed: the index holds both as a bucket's missing time.
+    await damage('v', 'f', null);
+    await damage('u', 'g', undefined);
     const pageIds = async (order: 'asc' | 'desc', userId?: string) => {
       const seen: string[] = [];
       for (let page = 1; page <= 6; page++) {
         const listed = await service.listSessions({ appName, ...(userId ? { userId } : {}), order, page, limit: 2 });
-        expect(listed.totalItems).toBe(userId === 'u' ? 3 : userId === 'v' ? 2 : 5);
+        expect(listed.totalItems).toBe(userId === 'u' ? 4 : userId === 'v' ? 3 : 7);
         seen.push(...listed.sessions.map((session) => session.id));
       }
       return seen;
     };
     // Damaged first ascending (their time reads as 0), last descending; the others by their times.
     const asc = await pageIds('asc');
-    expect(asc.slice(0, 2).sort()).toEqual(['b', 'c']);
-    expect(asc.slice(2)).toEqual(['a', 'd', 'e']);
+    expect(asc.slice(0, 4).sort()).toEqual(['b', 'c', 'f', 'g']);
+    expect(asc.slice(4)).toEqual(['a', 'd', 'e']);
     const desc = await pageIds('desc');
     expect(desc.slice(0, 3)).toEqual(['e', 'd', 'a']);
-    expect(desc.slice(3).sort()).toEqual(['b', 'c']);
-    expect(await pageIds('asc', 'u')).toEqual(['c', 'a', 'e']);
-    expect(await pageIds('desc', 'v')).toEqual(['d', 'b']);
+    expect(desc.slice(3).sort()).toEqual(['b', 'c', 'f', 'g']);
+    const mine = await pageIds('asc', 'u');
+    expect(mine.slice(0, 2).sort()).toEqual(['c', 'g']);
+    expect(mine.slice(2)).toEqual(['a', 'e']);
+    const theirs = await pageIds('desc', 'v');
+    expect(theirs[0]).toBe('d');
+    expect(theirs.slice(1).sort()).toEqual(['b', 'f']);
     const whole = await service.listSessions({ appName });
     expect(whole.sessions.map((session) => [session.id, session.lastUpdateTime === 0])).toEqual([
-      ...asc.slice(0, 2).map((id) => [id, true]),
+      ...asc.slice(0, 4).map((id) => [id, true]),
       ['a', false],
       ['d', false],
       ['e', false],
     ]);
+    // No bucket is listed: the user and app buckets have no time either.
+    expect(await sessions.countDocuments({ '_id.app': appName, '_id.id': { $exists: false } })).toBeGreaterThan(0);
+    for (const sessionId of ['f', 'g']) {
+      const userId = sessionId === 'f' ? 'v' : 'u';
+      expect((await failure(service.getSession({ appName, userId, sessionId }))).kind).toBe('unreadable-data');
+    }
     // Their reads fail as unreadable data; the listing gave the state that reads.
     expect((await failure(service.getSession({ appName, userId: 'u', sessionId: 'c' }))).kind).toBe('unreadable-data');
-    expect(whole.sessions.find((session) => session.id === 'c')?.state).toEqual({ n: 2 });
+    expect(whole.sessions.find((session) => session.id === 'c')?.state).toEqual({
+      n: 2,
+      'user:last': 6,
+      'app:last': 6,
+    });
   });
 });

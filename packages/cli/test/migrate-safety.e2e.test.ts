@@ -206,28 +206,36 @@ describe('adk-state migrate, run again on a target that took writes', () => {
     }
   });
 
-  it('a MongoDB source session whose lastUpdateTime was changed to a word is met and named as unreadable, not skipped', async () => {
+  it('MongoDB source sessions whose lastUpdateTime was changed to a word or removed are met and named as unreadable, not skipped', async () => {
     const mongo = await startStandIn();
     const source = new MongoSessionService({ url: mongo.url });
     const target = redisDb(redis, 5);
     try {
-      for (const sessionId of ['sa', 'swhen', 'sc']) {
+      for (const sessionId of ['sa', 'swhen', 'sc', 'sgone']) {
         const key = { appName: 'timed', userId: 'ada', sessionId };
-        await source.createSession({ ...key, state: { n: 0 } });
+        await source.createSession({ ...key, state: { n: 0, 'user:u': 1 } });
         await write(source, key, T0 + 1, { n: 1 });
       }
       // Straight in the database, with the store's own client.
-      await (source.store as MongoStore).client
-        .db('adk_state')
-        .collection('adk_sessions')
-        .updateOne({ _id: { app: 'timed', user: 'ada', id: 'swhen' } as never }, { $set: { lastUpdateTime: 'then' } });
+      const heads = (source.store as MongoStore).client.db('adk_state').collection('adk_sessions');
+      await heads.updateOne(
+        { _id: { app: 'timed', user: 'ada', id: 'swhen' } as never },
+        { $set: { lastUpdateTime: 'then' } },
+      );
+      // Removed, as a bucket (the user's, here) has none.
+      await heads.updateOne(
+        { _id: { app: 'timed', user: 'ada', id: 'sgone' } as never },
+        { $unset: { lastUpdateTime: '' } },
+      );
       const run = await runCli(['migrate', '--from', mongo.url, '--to', target.uri, '--app', 'timed']);
       expect(run.code, run.stdout + run.stderr).toBe(1);
-      expect(run.stdout + run.stderr).toMatch(/failed: .*swhen.*Stored data could not be read/);
-      expect(await target.service.getSession({ appName: 'timed', userId: 'ada', sessionId: 'swhen' })).toBeUndefined();
+      for (const sessionId of ['swhen', 'sgone']) {
+        expect(run.stdout + run.stderr).toMatch(new RegExp(`failed: .*${sessionId}.*Stored data could not be read`));
+        expect(await target.service.getSession({ appName: 'timed', userId: 'ada', sessionId })).toBeUndefined();
+      }
       for (const sessionId of ['sa', 'sc']) {
         const copied = await target.service.getSession({ appName: 'timed', userId: 'ada', sessionId });
-        expect(copied?.state).toEqual({ n: 1 });
+        expect(copied?.state).toEqual({ n: 1, 'user:u': 1 });
       }
     } finally {
       await Promise.all([source.close(), target.service.close()]);
