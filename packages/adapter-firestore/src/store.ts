@@ -457,7 +457,7 @@ export class FirestoreStore implements SessionStore {
     const read: DocumentSnapshot[] = [];
     // Each head's document id: what names a head whose own fields do not (see `listedRecord`).
     const documentIds = new Map<SessionDocument, string>();
-    const heads = (docs: QueryDocumentSnapshot[]) => {
+    const heads = (docs: DocumentSnapshot[]) => {
       read.push(...docs);
       return docs.map((doc) => {
         const head = doc.data() as SessionDocument;
@@ -465,18 +465,38 @@ export class FirestoreStore implements SessionStore {
         return head;
       });
     };
+    // Every head of the listing, and those the ordered query returns: a head whose `lastUpdateKey` or
+    // `idOrder` was removed outside adk-state is in the first count only (an order leaves it out). A
+    // listing of every session has the second in its length.
+    const count = (tx: Transaction, of: Query) => tx.get(of.count()).then((counted) => counted.data().count);
+    const orderedCount = matching.orderBy('lastUpdateKey').orderBy('idOrder');
     let window: SessionDocument[] = [];
-    let total: number | undefined;
+    let total: number;
+    let orderable: number;
     // The limit of the query that read `window`, when it may have left sessions out.
     let cut: number | undefined;
-    if (needed === undefined || (needed > 0 && needed <= MAX_QUERY_LIMIT)) {
-      const listed = needed === undefined ? ordered : ordered.limit(needed);
-      window = await this.#readAt(at, async (tx) => heads((await tx.get(listed)).docs));
-      if (needed === undefined) total = window.length;
+    if (needed === undefined) {
+      [window, total] = await this.#readAt(at, (tx) =>
+        settleAll<[SessionDocument[], number]>([
+          tx.get(ordered).then((snapshot) => heads(snapshot.docs)),
+          count(tx, matching),
+        ]),
+      );
+      orderable = window.length;
+    } else if (needed > 0 && needed <= MAX_QUERY_LIMIT) {
+      [window, total, orderable] = await this.#readAt(at, (tx) =>
+        settleAll<[SessionDocument[], number, number]>([
+          tx.get(ordered.limit(needed)).then((snapshot) => heads(snapshot.docs)),
+          count(tx, matching),
+          count(tx, orderedCount),
+        ]),
+      );
       cut = needed;
     } else {
       // No session asked for (limit 0), or a window past what a query takes: the total decides.
-      total = await this.#readAt(at, async (tx) => (await tx.get(matching.count())).data().count);
+      [total, orderable] = await this.#readAt(at, (tx) =>
+        settleAll<[number, number]>([count(tx, matching), count(tx, orderedCount)]),
+      );
       if (needed > 0 && query.offset < total) {
         checkCall(call);
         const limit = Math.min(total, MAX_QUERY_LIMIT);
@@ -505,17 +525,20 @@ export class FirestoreStore implements SessionStore {
         ...tied,
       ];
     }
+    if (total > orderable && needed !== 0) {
+      // Heads the order left out: found by a scan of the listing's ordering fields (only when the counts
+      // differ), then read, and placed by their own fields among the others below.
+      checkCall(call);
+      window = [...window, ...(await this.#readAt(at, (tx) => this.#unordered(tx, matching).then(heads)))];
+    }
     const records = window
       .flatMap((head) => listedRecord(head, documentIds.get(head) as string, query.appName))
       .sort(compareSessions(query.order));
     const page = records.slice(query.offset, query.limit === undefined ? undefined : query.offset + query.limit);
     const owners = [...new Set(page.map((record) => record.userId))];
     checkCall(call);
-    const [count, buckets] = await this.#readAt(at, (tx) =>
-      settleAll<[number, DocumentSnapshot[]]>([
-        total === undefined ? tx.get(matching.count()).then((counted) => counted.data().count) : Promise.resolve(total),
-        tx.getAll(appRef, ...owners.map((userId) => this.#layout.user(query.appName, userId))),
-      ]),
+    const buckets = await this.#readAt(at, (tx) =>
+      tx.getAll(appRef, ...owners.map((userId) => this.#layout.user(query.appName, userId))),
     );
     read.push(...buckets);
     const [app, ...users] = buckets;
@@ -524,9 +547,18 @@ export class FirestoreStore implements SessionStore {
       userStates.set(userId, decodeState(users[index]?.get('state')));
     });
     return {
-      answer: { totalItems: count, sessions: page, userStates, appState: decodeState(app?.get('state')) },
+      answer: { totalItems: total, sessions: page, userStates, appState: decodeState(app?.get('state')) },
       read,
     };
+  }
+
+  /** The heads of `matching` without `lastUpdateKey` or `idOrder`, with the fields a listing reads. */
+  async #unordered(tx: Transaction, matching: Query): Promise<DocumentSnapshot[]> {
+    const fields = (await tx.get(matching.select('lastUpdateKey', 'idOrder'))).docs;
+    const refs = fields
+      .filter((doc) => doc.get('lastUpdateKey') === undefined || doc.get('idOrder') === undefined)
+      .map((doc) => doc.ref);
+    return refs.length === 0 ? [] : tx.getAll(...refs, { fieldMask: LISTED_FIELDS });
   }
 
   /** Merges a delta into a bucket document inside `tx` (when there is one); returns the merged bucket. */

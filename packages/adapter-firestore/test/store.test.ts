@@ -8,7 +8,7 @@ import { expectCode } from '@adk-state/conformance-tests';
 import { type BackendError, InvalidArgumentError } from '@adk-state/core';
 import { selectEvents } from '@adk-state/core/store';
 import { createEvent, type Event, type Session } from '@google/adk';
-import type { Firestore } from '@google-cloud/firestore';
+import { FieldValue, type Firestore } from '@google-cloud/firestore';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { documentId } from '../src/encoding.js';
 import { DocumentTooLargeError, FirestoreSessionService, type FirestoreSessionServiceOptions } from '../src/index.js';
@@ -397,6 +397,59 @@ describe('identity fields changed outside adk-state', () => {
     } finally {
       process.off('warning', onWarning);
     }
+  });
+});
+
+describe('ordering fields removed outside adk-state', () => {
+  it('a head without lastUpdateKey or idOrder is still listed, counted and in its place, and reads', async () => {
+    const sessions = service();
+    const appName = app();
+    for (const [sessionId, timestamp] of [
+      ['a', 1_000],
+      ['b', 3_000],
+      ['c', 2_000],
+      ['d', 4_000],
+      ['e', 5_000],
+    ] as const) {
+      const session = await sessions.createSession({ appName, userId: 'u', sessionId, state: { s: sessionId } });
+      await sessions.appendEvent({ session, event: event({}, { timestamp }) });
+    }
+    const layout = new Layout(firestore, rootCollection);
+    const head = (sessionId: string) => layout.session({ appName, userId: 'u', sessionId }).session;
+    // A query ordered by a field leaves out every document without it.
+    await head('c').update({ lastUpdateKey: FieldValue.delete() });
+    await head('d').update({ idOrder: FieldValue.delete() });
+    for (const userId of [undefined, 'u']) {
+      const whole = await sessions.listSessions({ appName, ...(userId ? { userId } : {}) });
+      expect(whole.totalItems).toBe(5);
+      expect(whole.sessions.map((listed) => listed.id)).toEqual(['a', 'c', 'b', 'd', 'e']);
+      expect(whole.sessions[1]?.state).toEqual({ s: 'c' });
+      const pages: string[] = [];
+      for (let page = 1; page <= 3; page++) {
+        const listed = await sessions.listSessions({
+          appName,
+          ...(userId ? { userId } : {}),
+          order: 'desc',
+          limit: 2,
+          page,
+        });
+        expect(listed.totalItems).toBe(5);
+        pages.push(...listed.sessions.map((session) => session.id));
+      }
+      expect(pages).toEqual(['e', 'd', 'b', 'c', 'a']);
+    }
+    expect((await sessions.getSession({ appName, userId: 'u', sessionId: 'c' }))?.state).toEqual({ s: 'c' });
+    // The next append puts the time's key back.
+    const c = (await sessions.getSession({ appName, userId: 'u', sessionId: 'c' })) as Session;
+    await sessions.appendEvent({ session: c, event: event({}, { timestamp: 6_000 }) });
+    expect((await head('c').get()).get('lastUpdateKey')).toBeTypeOf('string');
+    expect((await sessions.listSessions({ appName })).sessions.map((listed) => listed.id)).toEqual([
+      'a',
+      'b',
+      'd',
+      'e',
+      'c',
+    ]);
   });
 });
 
