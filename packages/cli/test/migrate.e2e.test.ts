@@ -14,6 +14,7 @@ import { startStandIn } from '@adk-state/mongo-standin';
 import { startFirestoreEmulator, TEST_PROJECT_ID } from '@adk-state/test-servers/firestore';
 import { type RedisServer, startRedisServer } from '@adk-state/test-servers/redis';
 import { createEvent, Runner, type Session } from '@google/adk';
+import { FieldValue, Firestore } from '@google-cloud/firestore';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sessionServiceFromUri } from '../src/index.js';
 import { rootAgent } from './fixtures/agents/greeter/agent.js';
@@ -136,6 +137,21 @@ describe('adk-state migrate', () => {
       expect(run.code).toBe(0);
       expect(run.stdout).toContain('copied 2 new and 0 updated sessions (12 events)');
       expect(run.stdout).toContain('verify: 0 differences');
+      // One copy loses its listing key outside adk-state (an ordered query leaves such a document out).
+      const firestore = new Firestore({
+        projectId: TEST_PROJECT_ID,
+        host: emulator.hostPort,
+        ssl: false,
+        credentials: { client_email: 'test@example.com', private_key: 'dummy' },
+      });
+      try {
+        const heads = await firestore.collectionGroup('adk_sessions').get();
+        const copied = heads.docs.find((doc) => doc.id.includes('bob'));
+        await copied?.ref.update({ lastUpdateKey: FieldValue.delete() });
+        expect(copied).toBeDefined();
+      } finally {
+        await firestore.terminate();
+      }
       // Back out of Firestore without --app: the store lists its apps.
       const back = await runCli(['migrate', '--from', firestoreUri, '--to', `${redis.url}/9`, '--verify']);
       expect(back.code, back.stdout + back.stderr).toBe(0);
