@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { MongoSessionService } from '@adk-state/adapter-mongo';
 import { RedisSessionService } from '@adk-state/adapter-redis';
 import { startStandIn } from '@adk-state/mongo-standin';
-import { startFirestoreEmulator, TEST_PROJECT_ID } from '@adk-state/test-servers/firestore';
+import { emulatorSettings, startFirestoreEmulator, TEST_PROJECT_ID } from '@adk-state/test-servers/firestore';
 import { type RedisServer, startRedisServer } from '@adk-state/test-servers/redis';
 import { createEvent, Runner, type Session } from '@google/adk';
 import { FieldValue, Firestore } from '@google-cloud/firestore';
@@ -138,12 +138,7 @@ describe('adk-state migrate', () => {
       expect(run.stdout).toContain('copied 2 new and 0 updated sessions (12 events)');
       expect(run.stdout).toContain('verify: 0 differences');
       // One copy loses its listing key outside adk-state (an ordered query leaves such a document out).
-      const firestore = new Firestore({
-        projectId: TEST_PROJECT_ID,
-        host: emulator.hostPort,
-        ssl: false,
-        credentials: { client_email: 'test@example.com', private_key: 'dummy' },
-      });
+      const firestore = new Firestore(emulatorSettings(emulator.hostPort));
       try {
         const heads = await firestore.collectionGroup('adk_sessions').get();
         const copied = heads.docs.find((doc) => doc.id.includes('bob'));

@@ -3,12 +3,12 @@ import { Firestore } from '@google-cloud/firestore';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import {
+  emulatorSettings,
   type FirestoreEmulator,
   googleEmulatorLauncher,
   startFirestoreEmulator,
   startNpmEmulator,
   TEST_ENV,
-  TEST_PROJECT_ID,
 } from '../src/firestore/index.js';
 import { accepts, freePort, freePorts } from '../src/index.js';
 import { countRoundTrips, hasRedisServer, startRedisCluster, startRedisServer } from '../src/redis/index.js';
@@ -63,12 +63,7 @@ describe.runIf(await hasRedisServer())('redis-server', () => {
 
 /** Writes a document through a client of `emulator` and reads it back, then stops both. */
 async function answersAndStops(emulator: FirestoreEmulator): Promise<void> {
-  const firestore = new Firestore({
-    projectId: TEST_PROJECT_ID,
-    host: emulator.hostPort,
-    ssl: false,
-    credentials: { client_email: 'test@example.com', private_key: 'dummy' },
-  });
+  const firestore = new Firestore(emulatorSettings(emulator.hostPort));
   try {
     expect(emulator.host).toBe('127.0.0.1');
     expect(emulator.hostPort).toBe(`127.0.0.1:${emulator.port}`);

@@ -3,15 +3,10 @@
  * fixed project, so it never asks a metadata server or a token endpoint.
  */
 
-import { TEST_PROJECT_ID } from '@adk-state/test-servers/firestore/env';
+import { emulatorSettings } from '@adk-state/test-servers/firestore/env';
 import { Firestore } from '@google-cloud/firestore';
 import { inject } from 'vitest';
 
 export function emulatorClient(): Firestore {
-  return new Firestore({
-    projectId: TEST_PROJECT_ID,
-    host: inject('firestoreEmulator').hostPort,
-    ssl: false,
-    credentials: { client_email: 'test@example.com', private_key: 'dummy' },
-  });
+  return new Firestore(emulatorSettings(inject('firestoreEmulator').hostPort));
 }

@@ -11,3 +11,11 @@ export declare const TEST_ENV: Readonly<Record<string, string>>;
 
 /** Sets `env` (default {@link TEST_ENV}) on this process, for itself and the processes it starts. */
 export declare function applyTestEnv(env?: Readonly<Record<string, string>>): void;
+
+/** The settings of a client of the emulator at `hostPort` (`new Firestore(emulatorSettings(...))`): the tests' project, no TLS, dummy credentials. */
+export declare function emulatorSettings(hostPort: string): {
+  projectId: typeof TEST_PROJECT_ID;
+  host: string;
+  ssl: false;
+  credentials: { client_email: string; private_key: string };
+};

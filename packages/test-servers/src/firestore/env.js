@@ -35,3 +35,13 @@ export const TEST_ENV = Object.freeze(firestoreClientEnv(TEST_PROJECT_ID));
 export function applyTestEnv(env = TEST_ENV) {
   for (const [name, value] of Object.entries(env)) process.env[name] = value;
 }
+
+/** The settings of a client of the emulator at `hostPort` (`new Firestore(emulatorSettings(...))`): the tests' project, no TLS, dummy credentials. */
+export function emulatorSettings(hostPort) {
+  return {
+    projectId: TEST_PROJECT_ID,
+    host: hostPort,
+    ssl: false,
+    credentials: { client_email: 'test@example.com', private_key: 'dummy' },
+  };
+}
