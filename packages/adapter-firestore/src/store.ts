@@ -469,7 +469,6 @@ export class FirestoreStore implements SessionStore {
     // `idOrder` was removed outside adk-state is in the first count only (an order leaves it out). A
     // listing of every session has the second in its length.
     const count = (tx: Transaction, of: Query) => tx.get(of.count()).then((counted) => counted.data().count);
-    const orderedCount = matching.orderBy('lastUpdateKey').orderBy('idOrder');
     let window: SessionDocument[] = [];
     let total: number;
     let orderable: number;
@@ -488,14 +487,14 @@ export class FirestoreStore implements SessionStore {
         settleAll<[SessionDocument[], number, number]>([
           tx.get(ordered.limit(needed)).then((snapshot) => heads(snapshot.docs)),
           count(tx, matching),
-          count(tx, orderedCount),
+          count(tx, ordered),
         ]),
       );
       cut = needed;
     } else {
       // No session asked for (limit 0), or a window past what a query takes: the total decides.
       [total, orderable] = await this.#readAt(at, (tx) =>
-        settleAll<[number, number]>([count(tx, matching), count(tx, orderedCount)]),
+        settleAll<[number, number]>([count(tx, matching), count(tx, ordered)]),
       );
       if (needed > 0 && query.offset < total) {
         checkCall(call);
