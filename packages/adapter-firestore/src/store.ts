@@ -45,6 +45,7 @@ import {
   type CreateInput,
   type CreateResult,
   callAbandoned,
+  compareSessionKeys,
   compareSessions,
   type EventFilter,
   type Expiry,
@@ -59,6 +60,7 @@ import {
   type SinceResult,
   type StoreCall,
   type StoredEvent,
+  type StoredSessionKey,
   UnreadableDataError,
   unreadableText,
 } from '@adk-state/core/store';
@@ -201,6 +203,35 @@ export class FirestoreStore implements SessionStore {
           );
       }
       return names;
+    });
+  }
+
+  /**
+   * Every session of the app (of one user, when given), from the `userId` and
+   * `id` fields of every session document of the app, whatever its listing
+   * fields hold (one read per session document, and the user's are told
+   * apart after reading: a document whose `userKey` was removed is found
+   * too). A document whose `userId` or `id` is not text (changed outside
+   * adk-state) cannot be named and is left out, with a process warning.
+   */
+  listSessionKeys(appName: string, userId: string | undefined, call?: StoreCall): Promise<StoredSessionKey[]> {
+    return withCall(call, async () => {
+      const keys: StoredSessionKey[] = [];
+      const heads = await this.#layout.sessions(appName).select('userId', 'id').get();
+      for (const head of heads.docs) {
+        const owner: unknown = head.get('userId');
+        const id: unknown = head.get('id');
+        if (!isText(owner) || !isText(id)) {
+          process.emitWarning(
+            `adk-state: session document ${JSON.stringify(head.id)} of app ${JSON.stringify(appName)} names no readable user or id (changed outside adk-state); listSessionKeys leaves it out`,
+            { type: 'AdkStateWarning', code: 'ADK_STATE_UNNAMED_SESSION' },
+          );
+          continue;
+        }
+        const key = { userId: readText(owner), sessionId: readText(id) };
+        if (userId === undefined || key.userId === userId) keys.push(key);
+      }
+      return keys.sort(compareSessionKeys);
     });
   }
 

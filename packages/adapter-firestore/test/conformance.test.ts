@@ -70,6 +70,7 @@ runConformanceSuite({
       absent: 'Firestore removes expired documents by its TTL policy, within about a day (the emulator never)',
     },
     damage: firestoreDamage(rawClient, rootCollection),
+    sessionKeys: true,
   },
   divergences: emulator.kind === 'third-party' ? THIRD_PARTY_EMULATOR_DIVERGENCES : [],
 });

@@ -9,6 +9,7 @@ import {
   type Bucket,
   type CreateInput,
   type CreateResult,
+  compareSessionKeys,
   compareSessions,
   type EventFilter,
   type HeldSession,
@@ -23,6 +24,7 @@ import {
   type SessionStore,
   type SinceResult,
   type StoredEvent,
+  type StoredSessionKey,
   selectEvents,
 } from '@adk-state/core/store';
 
@@ -183,6 +185,16 @@ export class MemoryStore implements SessionStore {
 
   async listAppNames(): Promise<string[]> {
     return [...this.#apps.keys()];
+  }
+
+  /** Every session of the app (of one user, when given), by user, then id. */
+  async listSessionKeys(appName: string, userId: string | undefined): Promise<StoredSessionKey[]> {
+    const keys: StoredSessionKey[] = [];
+    for (const [owner, sessions] of this.#apps.get(appName)?.sessions ?? []) {
+      if (userId !== undefined && owner !== userId) continue;
+      for (const sessionId of sessions.keys()) keys.push({ userId: owner, sessionId });
+    }
+    return keys.sort(compareSessionKeys);
   }
 
   async readUserState(appName: string, userId: string): Promise<Bucket> {

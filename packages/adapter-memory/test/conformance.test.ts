@@ -8,5 +8,6 @@ runConformanceSuite({
     sharedBackend: false,
     outage: { absent: 'an in-process store has no backend to take away' },
     damage: { absent: 'an in-process store keeps no record outside the service to damage' },
+    sessionKeys: true,
   },
 });

@@ -39,8 +39,9 @@ import type {
   SinceResult,
   StoreCall,
   StoredEvent,
+  StoredSessionKey,
 } from '@adk-state/core/store';
-import { utf16OrderKey } from '@adk-state/core/store';
+import { compareSessionKeys, utf16OrderKey } from '@adk-state/core/store';
 import type {
   AnyBulkWriteOperation,
   ClientBulkWriteModel,
@@ -735,6 +736,26 @@ export class MongoStore implements SessionStore {
     await this.ready();
     const groups = await this.#sessions.aggregate([{ $group: { _id: '$_id.app' } }], callOptions(call)).toArray();
     return groups.map((group) => decodeKeyPart(group._id as KeyPart));
+  }
+
+  /**
+   * Every session of the app (of one user, when given), found by the `_id`
+   * of its head (a bucket's has no `id`), whatever its other fields hold: a
+   * head whose `lastUpdateTime` and `sortId` were both removed outside
+   * adk-state is left out of the listing, not out of this. Sorted by user,
+   * then id.
+   */
+  async listSessionKeys(appName: string, userId: string | undefined, call?: StoreCall): Promise<StoredSessionKey[]> {
+    await this.ready();
+    const filter: Document = { '_id.app': encodeKeyPart(appName), '_id.id': { $exists: true } };
+    if (userId !== undefined) filter['_id.user'] = encodeKeyPart(userId);
+    const heads = await this.#sessions.find(where(filter), { ...callOptions(call), projection: { _id: 1 } }).toArray();
+    return heads
+      .map((head) => {
+        const id = head._id as unknown as SessionDoc['_id'];
+        return { userId: decodeKeyPart(id.user), sessionId: decodeKeyPart(id.id) };
+      })
+      .sort(compareSessionKeys);
   }
 
   async #readBucket(id: BucketDoc['_id'], call: StoreCall | undefined): Promise<Bucket> {

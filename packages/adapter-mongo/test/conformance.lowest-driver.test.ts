@@ -31,5 +31,10 @@ runConformanceSuite({
     await clients.get(service)?.close();
   },
   teardown: () => backend.teardown(),
-  capabilities: { sharedBackend: true, outage: backend.outage, expiry: { absent: MONGO_TTL_ABSENT } },
+  capabilities: {
+    sharedBackend: true,
+    outage: backend.outage,
+    expiry: { absent: MONGO_TTL_ABSENT },
+    sessionKeys: true,
+  },
 });

@@ -17,5 +17,10 @@ runConformanceSuite({
   create: (options) => new MongoSessionService({ ...options, url: backend.url(), dbName }),
   destroy: (service) => service.close(),
   teardown: () => backend.teardown(),
-  capabilities: { sharedBackend: true, outage: backend.outage, expiry: { absent: MONGO_TTL_ABSENT } },
+  capabilities: {
+    sharedBackend: true,
+    outage: backend.outage,
+    expiry: { absent: MONGO_TTL_ABSENT },
+    sessionKeys: true,
+  },
 });

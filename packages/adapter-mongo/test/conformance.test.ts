@@ -36,5 +36,6 @@ runConformanceSuite({
     outage: backend.outage,
     expiry: { absent: MONGO_TTL_ABSENT },
     damage: mongoDamage(rawClient, dbName),
+    sessionKeys: true,
   },
 });

@@ -40,5 +40,16 @@ export function mongoDamage(client: () => MongoClient, dbName: string, prefix = 
         'json',
         12,
       ),
+    // Both fields of the listing's indexes after the app: the head then reads like a bucket there.
+    async listingEntry(key) {
+      const filter = { _id: head(key) } as Document;
+      const found = await sessions().findOne(filter);
+      if (!found) throw new Error(`no session head ${JSON.stringify(head(key))}`);
+      const { lastUpdateTime, sortId } = found;
+      await sessions().updateOne(filter, { $unset: { lastUpdateTime: '', sortId: '' } });
+      return async () => {
+        await sessions().updateOne(filter, { $set: { lastUpdateTime, sortId } });
+      };
+    },
   };
 }

@@ -122,3 +122,42 @@ describe('heads whose lastUpdateTime was changed to something that is not a numb
     });
   });
 });
+
+describe('listSessionKeys', () => {
+  it("names every head of the app, one whose lastUpdateTime and sortId were both removed too (the listing's indexes read it as a bucket); never a bucket", async () => {
+    const service = new MongoSessionService({ client, dbName });
+    const appName = uniqueApp();
+    for (const [userId, sessionId] of [
+      ['u', 'a'],
+      ['u', 'bare'],
+      ['v', 'b'],
+      ['v.dot', 'c$'],
+    ] as const) {
+      const created = await service.createSession({ appName, userId, sessionId });
+      await service.appendEvent({ session: created, event: event({ 'user:seen': true, 'app:seen': true }) });
+    }
+    await service.createSession({ appName: `${appName}-other`, userId: 'u', sessionId: 'elsewhere' });
+    await client
+      .db(dbName)
+      .collection(names.sessions)
+      .updateOne(
+        { _id: { app: appName, user: 'u', id: 'bare' } as never },
+        { $unset: { lastUpdateTime: '', sortId: '' } },
+      );
+    expect((await service.listSessions({ appName })).sessions.map((session) => session.id)).toEqual(['a', 'b', 'c$']);
+    expect(await service.store.listSessionKeys(appName, undefined)).toEqual([
+      { userId: 'u', sessionId: 'a' },
+      { userId: 'u', sessionId: 'bare' },
+      { userId: 'v', sessionId: 'b' },
+      { userId: 'v.dot', sessionId: 'c$' },
+    ]);
+    expect(await service.store.listSessionKeys(appName, 'u')).toEqual([
+      { userId: 'u', sessionId: 'a' },
+      { userId: 'u', sessionId: 'bare' },
+    ]);
+    expect(await service.store.listSessionKeys(appName, 'nobody')).toEqual([]);
+    expect((await failure(service.getSession({ appName, userId: 'u', sessionId: 'bare' }))).kind).toBe(
+      'unreadable-data',
+    );
+  });
+});

@@ -1,10 +1,13 @@
 /**
- * The apps stored under a key prefix, read from the key names: every key of
- * an app starts with `<prefix>{<tag>` and the tag is the app name, encoded
- * (see `appTag` in keys.ts). A SCAN visits every key once; on a Cluster it
- * runs on every master.
+ * What a store holds, read from the key names rather than from its listing
+ * indexes: the apps under a key prefix (every key of an app starts with
+ * `<prefix>{<tag>`, the tag being the app name, encoded: see `appTag` in
+ * keys.ts), and the sessions of an app (its session hashes,
+ * `<prefix>{<tag>[#<shard>]}:s:<user>\0<session>`). A SCAN visits every key
+ * once; on a Cluster it runs on every master.
  */
-import { decodeText } from './keys.js';
+import { compareSessionKeys, type StoredSessionKey } from '@adk-state/core/store';
+import { appTag, decodeText, PART, SEPARATOR } from './keys.js';
 
 /** The subset of an ioredis `Redis` client that a scan needs. */
 interface ScanningClient {
@@ -47,26 +50,30 @@ export function appOfKey(key: string, keyPrefix: string): string | undefined {
   return appOfTag(shard === -1 ? tag : tag.slice(0, shard));
 }
 
-async function scanNode(
-  node: ScanningClient,
-  keyPrefix: string,
-  found: Set<string>,
-  count: number,
-  signal: AbortSignal | undefined,
+/** What a scan takes: SCAN's COUNT hint (default 1000), and a signal that stops it between pages. */
+export interface ScanOptions {
+  signal?: AbortSignal;
+  count?: number;
+}
+
+/** Every key matching `match`, on one server or on every master of a Cluster, given to `visit` page by page. */
+async function scanKeys(
+  client: ScanningClient,
+  match: string,
+  options: ScanOptions,
+  visit: (key: string) => void,
 ): Promise<void> {
-  let cursor = '0';
-  do {
-    signal?.throwIfAborted();
-    const reply = (await node.call('scan', [cursor, 'MATCH', `${globLiteral(keyPrefix)}{*`, 'COUNT', count])) as [
-      string,
-      string[],
-    ];
-    cursor = String(reply[0]);
-    for (const key of reply[1]) {
-      const app = appOfKey(String(key), keyPrefix);
-      if (app !== undefined) found.add(app);
-    }
-  } while (cursor !== '0');
+  const count = options.count ?? 1000;
+  const nodes = isCluster(client) ? client.nodes('master') : [client];
+  for (const node of nodes) {
+    let cursor = '0';
+    do {
+      options.signal?.throwIfAborted();
+      const reply = (await node.call('scan', [cursor, 'MATCH', match, 'COUNT', count])) as [string, string[]];
+      cursor = String(reply[0]);
+      for (const key of reply[1]) visit(String(key));
+    } while (cursor !== '0');
+  }
 }
 
 /**
@@ -78,11 +85,55 @@ async function scanNode(
 export async function listAppNames(
   client: ScanningClient,
   keyPrefix: string,
-  options: { signal?: AbortSignal; count?: number } = {},
+  options: ScanOptions = {},
 ): Promise<string[]> {
   const found = new Set<string>();
-  const count = options.count ?? 1000;
-  const nodes = isCluster(client) ? client.nodes('master') : [client];
-  for (const node of nodes) await scanNode(node, keyPrefix, found, count, options.signal);
+  await scanKeys(client, `${globLiteral(keyPrefix)}{*`, options, (key) => {
+    const app = appOfKey(key, keyPrefix);
+    if (app !== undefined) found.add(app);
+  });
   return [...found].sort();
+}
+
+/**
+ * The user and session id of a session hash's key name, when it is one of
+ * `appName`'s under `keyPrefix` (with any shard); `undefined` for any other key.
+ */
+export function sessionOfKey(key: string, keyPrefix: string, appName: string): StoredSessionKey | undefined {
+  const tag = appTag(appName);
+  const head = `${keyPrefix}{${tag}`;
+  if (!key.startsWith(head)) return undefined;
+  // The tag never holds '}' (escaped), so the first one ends it; the shard, if any, is '#' and digits.
+  const close = key.indexOf('}', head.length);
+  if (close === -1) return undefined;
+  const shard = key.slice(head.length, close);
+  if (shard !== '' && !/^#\d+$/.test(shard)) return undefined;
+  const part = `}:${PART.session}:`;
+  if (!key.startsWith(part, close)) return undefined;
+  const pair = key.slice(close + part.length);
+  // Encoded text never holds the separator: exactly one splits user from session.
+  const split = pair.indexOf(SEPARATOR);
+  if (split === -1 || pair.indexOf(SEPARATOR, split + 1) !== -1) return undefined;
+  return { userId: decodeText(pair.slice(0, split)), sessionId: decodeText(pair.slice(split + 1)) };
+}
+
+/**
+ * Every session of `appName` stored under `keyPrefix` (of `userId` only, when
+ * given), read from the names of the session hashes: a session is found
+ * whether or not the listing's indexes hold it. Sorted by user, then id.
+ */
+export async function listSessionKeys(
+  client: ScanningClient,
+  keyPrefix: string,
+  appName: string,
+  userId: string | undefined,
+  options: ScanOptions = {},
+): Promise<StoredSessionKey[]> {
+  // By key name: a key that moves between masters during the scan (resharding) is met twice.
+  const found = new Map<string, StoredSessionKey>();
+  await scanKeys(client, `${globLiteral(`${keyPrefix}{${appTag(appName)}`)}*`, options, (key) => {
+    const session = sessionOfKey(key, keyPrefix, appName);
+    if (session && (userId === undefined || session.userId === userId)) found.set(key, session);
+  });
+  return [...found.values()].sort(compareSessionKeys);
 }

@@ -13,7 +13,7 @@ import { assertKeyPrefix, DEFAULT_SHARDS, defaultShards } from './keys.js';
 import type { RedisStoreWarning } from './outbox.js';
 import { DEFAULT_DRAIN_MS, DEFAULT_OUTBOX_KEEP_MS, RedisStore } from './store.js';
 
-export { listAppNames } from './apps.js';
+export { listAppNames, listSessionKeys } from './apps.js';
 export type { ReplicaWait } from './connection.js';
 export { DEFAULT_SHARDS } from './keys.js';
 export type { RedisStoreWarning } from './outbox.js';

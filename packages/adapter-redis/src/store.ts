@@ -35,9 +35,10 @@ import type {
   SinceResult,
   StoreCall,
   StoredEvent,
+  StoredSessionKey,
 } from '@adk-state/core/store';
 import { UnreadableDataError } from '@adk-state/core/store';
-import { listAppNames } from './apps.js';
+import { listAppNames, listSessionKeys } from './apps.js';
 import { type CommandClient, Connection, type ReplicaWait } from './connection.js';
 import {
   type AppKeys,
@@ -678,6 +679,16 @@ export class RedisStore implements SessionStore {
   /** The apps that have keys under the key prefix (a SCAN of every key; on a Cluster, of every master). */
   listAppNames(call?: StoreCall): Promise<string[]> {
     return listAppNames(this.#client, this.#prefix, { signal: call?.signal });
+  }
+
+  /**
+   * Every session of the app (of one user, when given), read from the names
+   * of the session hashes (a SCAN of the app's keys; on a Cluster, of every
+   * master): a session whose entries in the listing's sorted sets were
+   * removed outside adk-state is found too.
+   */
+  listSessionKeys(appName: string, userId: string | undefined, call?: StoreCall): Promise<StoredSessionKey[]> {
+    return listSessionKeys(this.#client, this.#prefix, appName, userId, { signal: call?.signal });
   }
 
   async close(): Promise<void> {

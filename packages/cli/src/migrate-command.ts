@@ -216,6 +216,11 @@ function formatReport(report: MigrateReport): string {
       (report.apps.length > 1 ? ` in ${report.apps.length} apps` : ''),
     `${report.dryRun ? 'would write' : 'wrote'} ${scopeWrites} user:/app: keys; ${changesOf(report)} changes in all`,
   ];
+  for (const session of report.unlisted) {
+    lines.push(
+      `  unlisted: ${session} is missing from the source's listing (found by a scan of its records; copied with the rest)`,
+    );
+  }
   for (const conflict of report.conflicts) {
     lines.push(`  conflict: ${conflict} has writes of its own in the target, which wrote it last (left alone)`);
   }

@@ -114,6 +114,12 @@ export interface MigrateReport {
   apps: string[];
   /** Sessions the source holds for the query. */
   sessions: number;
+  /**
+   * `app/user/session` of every session the source holds but its listing
+   * left out (its listing entries were changed outside adk-state), found by
+   * the source store's scan of its records; they are copied with the rest.
+   */
+  unlisted: string[];
   /** Sessions the run got to (all of them unless it stopped). */
   processed: number;
   /** Events copied (or that would be, in a dry run). */
@@ -259,10 +265,25 @@ function isFatal(error: unknown): boolean {
   );
 }
 
-/** The apps of a source: its store's listing, or the `sessions` table of `@google/adk`'s database service. */
+/**
+ * What an adk-state service offers tools that copy a whole store (each
+ * answers `undefined` when its store cannot): see `StateSessionService`.
+ */
+interface ScanningService {
+  listAppNames(): Promise<string[] | undefined>;
+  listSessionKeys(request: {
+    appName: string;
+    userId?: string;
+  }): Promise<Array<{ userId: string; sessionId: string }> | undefined>;
+}
+
+/** The apps of a source: its store's own list, or the `sessions` table of `@google/adk`'s database service. */
 export async function listApps(service: BaseSessionService): Promise<string[] | undefined> {
-  const store = (service as { store?: { listAppNames?: () => Promise<string[]> } }).store;
-  if (typeof store?.listAppNames === 'function') return [...(await store.listAppNames())].sort();
+  const lister = service as Partial<ScanningService>;
+  if (typeof lister.listAppNames === 'function') {
+    const names = await lister.listAppNames();
+    if (names) return names;
+  }
   const database = service as {
     init?: () => Promise<void>;
     orm?: { em: { fork(): { getConnection(): { execute(sql: string): Promise<Array<Record<string, unknown>>> } } } };
@@ -273,6 +294,27 @@ export async function listApps(service: BaseSessionService): Promise<string[] | 
     return (rows ?? []).map((row) => String(row.app_name)).sort();
   }
   return undefined;
+}
+
+/**
+ * The sessions of an app that the source's store holds but `listed` (its
+ * listing) does not name, as heads without state or events (the run loads
+ * each one whole): none when the store cannot find them without its listing.
+ */
+async function unlistedSessions(
+  source: BaseSessionService,
+  appName: string,
+  userId: string | undefined,
+  listed: readonly Session[],
+): Promise<Session[]> {
+  const lister = source as Partial<ScanningService>;
+  if (typeof lister.listSessionKeys !== 'function') return [];
+  const found = await lister.listSessionKeys({ appName, ...(userId === undefined ? {} : { userId }) });
+  if (!found) return [];
+  const seen = new Set(listed.map((session) => `${session.userId}\u0000${session.id}`));
+  return found
+    .filter((key) => !seen.has(`${key.userId}\u0000${key.sessionId}`))
+    .map((key) => ({ appName, userId: key.userId, id: key.sessionId, state: {}, events: [], lastUpdateTime: 0 }));
 }
 
 /** Runs a migration. Opens both stores from their URIs, checks them, and closes them at the end. */
@@ -307,6 +349,7 @@ function emptyReport(options: { dryRun?: boolean; verify?: boolean }, apps: stri
   return {
     apps,
     sessions: 0,
+    unlisted: [],
     processed: 0,
     events: 0,
     decisions: { copy: 0, unchanged: 0, update: 0, conflict: 0 },
@@ -351,8 +394,13 @@ export async function copyAll(
   const listings = new Map<string, Session[]>();
   for (const appName of apps) {
     const listed = await source.listSessions({ appName, ...(userId === undefined ? {} : { userId }) });
-    listings.set(appName, [...listed.sessions].sort(byUserThenId));
-    report.sessions += listed.sessions.length;
+    const heads = [...listed.sessions];
+    for (const head of await unlistedSessions(source, appName, userId, heads)) {
+      heads.push(head);
+      report.unlisted.push(`${appName}/${head.userId}/${head.id}`);
+    }
+    listings.set(appName, heads.sort(byUserThenId));
+    report.sessions += heads.length;
   }
   const progress: MigrateProgress = { appName: '', done: 0, total: report.sessions, events: 0, startedAt: Date.now() };
   const copied: { session: Session; kept: Set<string> }[] = [];

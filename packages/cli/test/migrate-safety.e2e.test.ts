@@ -168,13 +168,13 @@ describe('adk-state migrate, run again on a target that took writes', () => {
     }
   });
 
-  it('a source session whose stored data cannot be read fails alone, named as unreadable; the others are copied', async () => {
+  it('a source session whose stored data cannot be read fails alone, named as unreadable; the others are copied, one missing from the listing too', async () => {
     const source = redisDb(redis, 6);
     const target = redisDb(redis, 7);
     const raw = new Redis(source.uri);
     try {
       const damaged = ['sbad', 'shead', 'sstate'];
-      for (const sessionId of ['sa', ...damaged, 'sc']) {
+      for (const sessionId of ['sa', ...damaged, 'sc', 'slost']) {
         const key = { appName: 'damaged', userId: 'ada', sessionId };
         await source.service.createSession({ ...key, state: { n: 0 } });
         await write(source.service, key, T0 + 1, { n: 1 });
@@ -190,15 +190,27 @@ describe('adk-state migrate, run again on a target that took writes', () => {
       await raw.lset(await keyOf('sbad', 'e'), 0, 'not an entry');
       await raw.hset(await keyOf('shead', 's'), '\u0000r', 'seven');
       await raw.hset(await keyOf('sstate', 's'), 'n', '{broken');
+      // And one whose entries in the listing's sorted sets were removed: the listing no longer
+      // shows it, the store's scan of its session keys does.
+      const [appIndex] = await raw.keys('*{damaged}:l');
+      const [userIndex] = await raw.keys('*{damaged}:m:ada');
+      expect(await raw.zrem(appIndex as string, 'slost\u0000ada')).toBe(1);
+      expect(await raw.zrem(userIndex as string, 'slost')).toBe(1);
+      expect((await source.service.listSessions({ appName: 'damaged' })).sessions.map((s) => s.id)).not.toContain(
+        'slost',
+      );
       const run = await runCli(['migrate', '--from', source.uri, '--to', target.uri, '--app', 'damaged']);
       expect(run.code, run.stdout + run.stderr).toBe(1);
+      expect(run.stdout).toContain('unlisted: damaged/ada/slost');
+      expect(run.stdout).toContain('of 6 sessions');
       for (const sessionId of damaged) {
         expect(run.stdout + run.stderr).toMatch(new RegExp(`failed: .*${sessionId}.*Stored data could not be read`));
         expect(await target.service.getSession({ appName: 'damaged', userId: 'ada', sessionId })).toBeUndefined();
       }
-      for (const sessionId of ['sa', 'sc']) {
+      for (const sessionId of ['sa', 'sc', 'slost']) {
         const copied = await target.service.getSession({ appName: 'damaged', userId: 'ada', sessionId });
         expect(copied?.state).toEqual({ n: 1 });
+        expect(copied?.events).toHaveLength(1);
       }
     } finally {
       raw.disconnect();
@@ -206,12 +218,12 @@ describe('adk-state migrate, run again on a target that took writes', () => {
     }
   });
 
-  it('MongoDB source sessions whose lastUpdateTime was changed to a word or removed are met and named as unreadable, not skipped', async () => {
+  it('MongoDB source sessions whose lastUpdateTime was changed to a word or removed (with its sortId too) are met and named as unreadable, not skipped', async () => {
     const mongo = await startStandIn();
     const source = new MongoSessionService({ url: mongo.url });
     const target = redisDb(redis, 5);
     try {
-      for (const sessionId of ['sa', 'swhen', 'sc', 'sgone']) {
+      for (const sessionId of ['sa', 'swhen', 'sc', 'sgone', 'sbare']) {
         const key = { appName: 'timed', userId: 'ada', sessionId };
         await source.createSession({ ...key, state: { n: 0, 'user:u': 1 } });
         await write(source, key, T0 + 1, { n: 1 });
@@ -227,9 +239,16 @@ describe('adk-state migrate, run again on a target that took writes', () => {
         { _id: { app: 'timed', user: 'ada', id: 'sgone' } as never },
         { $unset: { lastUpdateTime: '' } },
       );
+      // Removed with its sortId: the listing reads it as a bucket; the store's scan of heads finds it.
+      await heads.updateOne(
+        { _id: { app: 'timed', user: 'ada', id: 'sbare' } as never },
+        { $unset: { lastUpdateTime: '', sortId: '' } },
+      );
       const run = await runCli(['migrate', '--from', mongo.url, '--to', target.uri, '--app', 'timed']);
       expect(run.code, run.stdout + run.stderr).toBe(1);
-      for (const sessionId of ['swhen', 'sgone']) {
+      expect(run.stdout).toContain('unlisted: timed/ada/sbare');
+      expect(run.stdout).toContain('of 5 sessions');
+      for (const sessionId of ['swhen', 'sgone', 'sbare']) {
         expect(run.stdout + run.stderr).toMatch(new RegExp(`failed: .*${sessionId}.*Stored data could not be read`));
         expect(await target.service.getSession({ appName: 'timed', userId: 'ada', sessionId })).toBeUndefined();
       }

@@ -52,6 +52,14 @@ export interface DamageControl {
   stateValue(key: DamagedKey, stateKey: string): Promise<Restore>;
   /** The stored form of its event `eventId` becomes something that is not an event. */
   event(key: DamagedKey, eventId: string): Promise<Restore>;
+  /**
+   * Takes the session out of what the store's listing reads (its entries in
+   * listing indexes, or the fields its listing queries filter and order by),
+   * as a record changed outside adk-state might be, leaving its key and
+   * history stored. Required by the session-keys tests when the target also
+   * declares `sessionKeys`.
+   */
+  listingEntry?(key: DamagedKey): Promise<Restore>;
 }
 
 /** What the backend offers beyond the contract every store meets. */
@@ -84,6 +92,13 @@ export interface Capabilities {
    * no record outside the service (an in-process store).
    */
   damage?: DamageControl | { absent: string };
+  /**
+   * The service's store offers `listSessionKeys(appName, userId?)`
+   * (`SessionStore.listSessionKeys`): the key of every session it holds for
+   * the app, found without the listing's indexes, sorted by user, then id.
+   * Enables the session-keys tests; `{ absent: reason }` or left out skips them.
+   */
+  sessionKeys?: true | { absent: string };
 }
 
 /** What `create()` is asked for: core's options, and the creation-clock time to live of the expiry tests. */

@@ -97,3 +97,12 @@ export function compareSessions(order: 'asc' | 'desc') {
     return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
   };
 }
+
+/** Orders session keys (as `SessionStore.listSessionKeys` gives them) by user, then id, as JavaScript compares strings. */
+export function compareSessionKeys(
+  a: { userId: string; sessionId: string },
+  b: { userId: string; sessionId: string },
+): number {
+  if (a.userId !== b.userId) return a.userId < b.userId ? -1 : 1;
+  return a.sessionId < b.sessionId ? -1 : a.sessionId > b.sessionId ? 1 : 0;
+}

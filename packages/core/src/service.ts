@@ -50,7 +50,7 @@ import {
   scopeOf,
   splitState,
 } from './scopes.js';
-import type { LoadResult, SessionHead, SessionRecord, SessionStore, StoreCall } from './store.js';
+import type { LoadResult, SessionHead, SessionRecord, SessionStore, StoreCall, StoredSessionKey } from './store.js';
 import { type CallTarget, type StoreUsage, Telemetry, type TelemetryOptions } from './telemetry.js';
 import { ToldOnce } from './told.js';
 import { defineEntry } from './values.js';
@@ -618,6 +618,36 @@ export class StateSessionService extends BaseSessionService {
     const { appName } = request;
     const bucket = await this.#call('getAppState', READ, { appName }, (call) => this.store.readAppState(appName, call));
     return decodeStored('getAppState', false, () => bucketToObject(bucket));
+  }
+
+  /**
+   * The name of every app the store holds a session of (`SessionStore.listAppNames`),
+   * sorted; `undefined` when the store cannot list its apps. For tools that
+   * copy a whole store: it may visit every record.
+   */
+  async listAppNames(): Promise<string[] | undefined> {
+    const { store } = this;
+    const list = store.listAppNames;
+    if (typeof list !== 'function') return undefined;
+    const names = await this.#call('listAppNames', READ, {}, (call) => list.call(store, call));
+    return [...names].sort();
+  }
+
+  /**
+   * The key of every session the store holds for `appName` (of `userId`
+   * only, when given), found without the listing's indexes
+   * (`SessionStore.listSessionKeys`), by user, then id; `undefined` when the
+   * store does not offer it. For tools that copy a whole store: it may visit
+   * every record of the app.
+   */
+  async listSessionKeys(request: { appName: string; userId?: string }): Promise<StoredSessionKey[] | undefined> {
+    assertNonEmptyString('appName', request?.appName);
+    const { appName, userId } = request;
+    if (userId !== undefined) assertNonEmptyString('userId', userId);
+    const { store } = this;
+    const list = store.listSessionKeys;
+    if (typeof list !== 'function') return undefined;
+    return this.#call('listSessionKeys', READ, { appName, userId }, (call) => list.call(store, appName, userId, call));
   }
 
   /** Releases what the store opened itself. */

@@ -8,7 +8,7 @@
 
 export { isUnreadableData, UnreadableDataError } from './errors.js';
 export { type EventFilter, encodeEvent, type StoredEvent, selectEvents } from './events.js';
-export { compareSessions, type ListQuery, utf16OrderKey } from './listing.js';
+export { compareSessionKeys, compareSessions, type ListQuery, utf16OrderKey } from './listing.js';
 export {
   assertPositiveNumber,
   type Expiry,
@@ -35,6 +35,7 @@ export type {
   SessionStore,
   SinceResult,
   StoreCall,
+  StoredSessionKey,
 } from './store.js';
 export { CONSISTENT_READ_ATTEMPTS, ConsistentReadContention, callAbandoned } from './store.js';
 export type { StoreUsage } from './telemetry.js';

@@ -226,8 +226,23 @@ export interface SessionStore {
    * Used by tools that copy a whole store, such as `adk-state migrate`.
    */
   listAppNames?(call?: StoreCall): Promise<string[]>;
+  /**
+   * Optional: the key of every session of `appName` (of `userId` only, when
+   * given) that the store holds, found without the indexes `listSessions`
+   * reads (a scan of the stored records). A store whose listing can miss a
+   * session whose index entries were changed outside adk-state offers it, so
+   * that tools that copy a whole store (`adk-state migrate`) copy that
+   * session too.
+   */
+  listSessionKeys?(appName: string, userId: string | undefined, call?: StoreCall): Promise<StoredSessionKey[]>;
   /** Releases what the store opened itself (never a client the caller passed in). */
   close?(): Promise<void>;
+}
+
+/** A session's user and id, as {@link SessionStore.listSessionKeys} names it. */
+export interface StoredSessionKey {
+  userId: string;
+  sessionId: string;
 }
 
 /**

@@ -17,6 +17,8 @@ function storeAnswering(answer: (method: string, call: StoreCall | undefined) =>
     listSessions: method('listSessions'),
     readUserState: method('readUserState'),
     readAppState: method('readAppState'),
+    listAppNames: method('listAppNames'),
+    listSessionKeys: method('listSessionKeys'),
   } as unknown as SessionStore;
 }
 
@@ -35,6 +37,8 @@ const calls: Record<string, (service: StateSessionService) => Promise<unknown>> 
     service.appendEvent({ session: handOut(), event: createEvent({ id: 'e', invocationId: 'i', timestamp: 1 }) }),
   getUserState: (service) => service.getUserState(key),
   getAppState: (service) => service.getAppState({ appName: 'a' }),
+  listAppNames: (service) => service.listAppNames(),
+  listSessionKeys: (service) => service.listSessionKeys({ appName: 'a', userId: 'u' }),
 };
 const writes = new Set(['createSession', 'deleteSession']);
 
@@ -204,5 +208,44 @@ describe('the deadline of every call', () => {
     await service.getAppState({ appName: 'a' });
     expect(seen?.usage).toBeUndefined();
     expect(Number.isFinite(seen?.deadline)).toBe(true);
+  });
+});
+
+describe('listAppNames and listSessionKeys', () => {
+  const bare = () => storeAnswering(() => Promise.resolve(undefined));
+
+  it("answer undefined when the store does not offer them, and pass the store's answers on (apps sorted)", async () => {
+    const store = bare();
+    delete store.listAppNames;
+    delete store.listSessionKeys;
+    const without = new StateSessionService(store);
+    expect(await without.listAppNames()).toBeUndefined();
+    expect(await without.listSessionKeys({ appName: 'a' })).toBeUndefined();
+    const asked: unknown[][] = [];
+    const keys = [{ userId: 'u', sessionId: 's' }];
+    const offering = new StateSessionService({
+      ...bare(),
+      listAppNames: async () => ['b', 'a', 'c'],
+      listSessionKeys: async (...args: unknown[]) => {
+        asked.push(args.slice(0, 2));
+        return keys;
+      },
+    });
+    expect(await offering.listAppNames()).toEqual(['a', 'b', 'c']);
+    expect(await offering.listSessionKeys({ appName: 'a' })).toEqual(keys);
+    expect(await offering.listSessionKeys({ appName: 'a', userId: 'u' })).toEqual(keys);
+    expect(asked).toEqual([
+      ['a', undefined],
+      ['a', 'u'],
+    ]);
+  });
+
+  it('refuse an app or user that cannot exist', async () => {
+    const service = new StateSessionService(bare());
+    for (const request of [{ appName: '' }, { appName: 'a', userId: '' }, {}]) {
+      await expect(service.listSessionKeys(request as { appName: string })).rejects.toMatchObject({
+        code: 'INVALID_ARGUMENT',
+      });
+    }
   });
 });

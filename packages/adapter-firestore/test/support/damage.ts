@@ -28,5 +28,17 @@ export function firestoreDamage(firestore: () => Firestore, rootCollection: stri
     // Not text at all (what the adapter reads as text is a string or bytes).
     stateValue: (key, stateKey) => swap(session(key).session, `state.${fieldName(stateKey)}`, 5),
     event: (key, eventId) => swap(layout().event(session(key), eventId), 'json', 12),
+    // The fields the listing's queries filter and order by, removed.
+    async listingEntry(key) {
+      const doc = session(key).session;
+      const fields = ['userKey', 'lastUpdateKey', 'idOrder'];
+      const snapshot = await doc.get();
+      if (!snapshot.exists) throw new Error(`no document ${doc.path}`);
+      const before = Object.fromEntries(fields.map((field) => [field, snapshot.get(field) as unknown]));
+      await doc.update(Object.fromEntries(fields.map((field) => [field, FieldValue.delete()])));
+      return async () => {
+        await doc.update(before);
+      };
+    },
   };
 }

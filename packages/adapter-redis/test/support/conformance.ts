@@ -47,6 +47,7 @@ export function sharedClientTarget<T>(
       sharedBackend: true,
       outage: backend.outage,
       expiry: true,
+      sessionKeys: true,
       // The services' layout: the shards given, else the default of the client's kind.
       damage: redisDamage(
         () => client as unknown as RawClient,
@@ -80,6 +81,7 @@ export function urlTarget(
       sharedBackend: true,
       outage: backend.outage,
       expiry: true,
+      sessionKeys: true,
       // A client of the suite's own, made on first use.
       damage: redisDamage(() => {
         raw ??= new Redis(url as string);

@@ -1,7 +1,8 @@
 /**
  * The conformance suite's damage control for a Redis store: changes one
- * field of a session's stored hash or one entry of its log with a raw client,
- * as a record changed outside the store would be, and puts it back.
+ * field of a session's stored hash, one entry of its log or its listing
+ * entries with a raw client, as a record changed outside the store would be,
+ * and puts it back.
  */
 import type { DamageControl, DamagedKey, Restore } from '@adk-state/conformance-tests';
 import { encodeText, FIELD, sessionKeys } from '../../src/keys.js';
@@ -13,6 +14,9 @@ export interface RawClient {
   hdel(key: string, field: string): Promise<unknown>;
   lindex(key: string, index: number): Promise<string | null>;
   lset(key: string, index: number, value: string): Promise<unknown>;
+  zscore(key: string, member: string): Promise<string | null>;
+  zrem(key: string, member: string): Promise<unknown>;
+  zadd(key: string, score: string, member: string): Promise<unknown>;
 }
 
 export function redisDamage(raw: () => RawClient, keyPrefix: string, shards: () => number = () => 1): DamageControl {
@@ -39,6 +43,25 @@ export function redisDamage(raw: () => RawClient, keyPrefix: string, shards: () 
       await client.lset(keys.events, position, 'not an entry');
       return async () => {
         await client.lset(keys.events, position, before);
+      };
+    },
+    // Its members in the app's (shard's) and the user's listing indexes.
+    async listingEntry(key) {
+      const client = raw();
+      const keys = keysOf(key);
+      const entries: Array<[string, string]> = [
+        [keys.shardIndex, keys.appMember],
+        [keys.userIndex, keys.userMember],
+      ];
+      const scores: string[] = [];
+      for (const [index, member] of entries) {
+        const score = await client.zscore(index, member);
+        if (score === null) throw new Error(`session ${key.sessionId} has no member in ${index}`);
+        scores.push(score);
+        await client.zrem(index, member);
+      }
+      return async () => {
+        for (const [at, [index, member]] of entries.entries()) await client.zadd(index, scores[at] as string, member);
       };
     },
   };

@@ -16,6 +16,7 @@ import { reappend } from './reappend.js';
 import { rejected } from './rejected.js';
 import { runtime } from './runtime.js';
 import { scoping } from './scoping.js';
+import { sessionKeys } from './session-keys.js';
 import { stale } from './stale.js';
 import { temp } from './temp.js';
 import { values } from './values.js';
@@ -39,5 +40,6 @@ export const allGroups: readonly Group[] = [
   incremental,
   outage,
   damage,
+  sessionKeys,
   runtime,
 ];
