@@ -19,18 +19,18 @@ async function fill(service: RedisSessionService, apps: readonly string[]): Prom
 }
 
 const nodes = inject('redisClusterNodes');
+/** Glob characters in the prefix: the scans must take them literally. */
+const keyPrefix = `${inject('testPrefix')}-${randomUUID().slice(0, 8)}*[?]:`;
+let client: Redis;
+
+beforeAll(() => {
+  client = new Redis(inject('redisUrl'));
+});
+afterAll(async () => {
+  await client.quit();
+});
 
 describe('listAppNames', () => {
-  let client: Redis;
-  const keyPrefix = `${inject('testPrefix')}-${randomUUID().slice(0, 8)}*[?]:`;
-
-  beforeAll(() => {
-    client = new Redis(inject('redisUrl'));
-  });
-  afterAll(async () => {
-    await client.quit();
-  });
-
   it('names every app stored under the prefix once, whatever its name, and none of another prefix', async () => {
     await fill(new RedisSessionService({ client, keyPrefix, shards: 4 }), APPS);
     await fill(new RedisSessionService({ client, keyPrefix: `${keyPrefix}other:` }), ['elsewhere']);
@@ -65,15 +65,7 @@ describe('listAppNames', () => {
 });
 
 describe('listSessionKeys', () => {
-  let client: Redis;
-  const keyPrefix = `${inject('testPrefix')}-${randomUUID().slice(0, 8)}*[?]:`;
-
-  beforeAll(() => {
-    client = new Redis(inject('redisUrl'));
-  });
-  afterAll(async () => {
-    await client.quit();
-  });
+  const base = `${keyPrefix}keys:`;
 
   /** Users and ids that need every escape; one id holds what a key's later parts look like. */
   const SESSIONS = [
@@ -85,7 +77,7 @@ describe('listSessionKeys', () => {
 
   it('names every session of the app, on every shard, whatever its names; none of another app, even one whose name begins the same', async () => {
     for (const shards of [1, 4]) {
-      const prefix = `${keyPrefix}${shards}:`;
+      const prefix = `${base}${shards}:`;
       const service = new RedisSessionService({ client, keyPrefix: prefix, shards });
       for (const key of SESSIONS) await service.createSession({ appName: 'shop', ...key, state: { 'user:u': 1 } });
       for (const appName of ['shop#1', 'shop%', 'shopping', 'other']) {
@@ -105,7 +97,7 @@ describe('listSessionKeys', () => {
   });
 
   it('finds a session whose listing entries were removed, and not one that was deleted; the store offers it', async () => {
-    const prefix = `${keyPrefix}lost:`;
+    const prefix = `${base}lost:`;
     const service = new RedisSessionService({ client, keyPrefix: prefix });
     const kept = await service.createSession({ appName: 'app', userId: 'ada', sessionId: 'kept' });
     await service.createSession({ appName: 'app', userId: 'ada', sessionId: 'gone' });
@@ -141,7 +133,7 @@ describe('listSessionKeys', () => {
   it.skipIf(nodes.length === 0)('scans every master of a Cluster', async () => {
     const cluster = new Cluster(nodes);
     try {
-      const prefix = `${keyPrefix}cluster:`;
+      const prefix = `${base}cluster:`;
       const service = new RedisSessionService({ client: cluster, keyPrefix: prefix });
       const users = Array.from({ length: 24 }, (_, n) => `user ${String(n).padStart(2, '0')}`);
       for (const userId of users) await service.createSession({ appName: 'spread', userId, sessionId: 's' });
