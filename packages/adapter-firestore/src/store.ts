@@ -413,8 +413,10 @@ export class FirestoreStore implements SessionStore {
         lastUpdateTime: input.lastUpdateTime,
         lastUpdateKey: numberKey(input.lastUpdateTime),
         eventCount: Math.max(head.eventCount, seq),
-        // Sessions written before the field existed get it with their next append.
+        // Sessions written before the field existed get it with their next append, and so does one whose
+        // listing fields were removed outside adk-state (with `lastUpdateKey` above).
         userKey: documentId(input.key.userId),
+        idOrder: idOrder(input.key.sessionId),
         ...this.#expiryFields('append'),
       };
       const merged = { ...head, ...headUpdate, state: { ...head.state, ...sessionDelta } };

@@ -439,17 +439,24 @@ describe('ordering fields removed outside adk-state', () => {
       expect(pages).toEqual(['e', 'd', 'b', 'c', 'a']);
     }
     expect((await sessions.getSession({ appName, userId: 'u', sessionId: 'c' }))?.state).toEqual({ s: 'c' });
-    // The next append puts the time's key back.
-    const c = (await sessions.getSession({ appName, userId: 'u', sessionId: 'c' })) as Session;
-    await sessions.appendEvent({ session: c, event: event({}, { timestamp: 6_000 }) });
-    expect((await head('c').get()).get('lastUpdateKey')).toBeTypeOf('string');
-    expect((await sessions.listSessions({ appName })).sessions.map((listed) => listed.id)).toEqual([
-      'a',
-      'b',
+    // The next append puts the listing fields back, the user's key too.
+    await head('d').update({ userKey: FieldValue.delete() });
+    expect((await sessions.listSessions({ appName, userId: 'u' })).sessions.map((listed) => listed.id)).not.toContain(
       'd',
-      'e',
-      'c',
-    ]);
+    );
+    for (const [sessionId, timestamp] of [
+      ['c', 6_000],
+      ['d', 7_000],
+    ] as const) {
+      const session = (await sessions.getSession({ appName, userId: 'u', sessionId })) as Session;
+      await sessions.appendEvent({ session, event: event({}, { timestamp }) });
+      const fields = (await head(sessionId).get()).data() ?? {};
+      for (const field of ['lastUpdateKey', 'idOrder', 'userKey']) expect(fields[field], field).toBeTypeOf('string');
+    }
+    for (const userId of [undefined, 'u']) {
+      const listed = await sessions.listSessions({ appName, ...(userId ? { userId } : {}) });
+      expect(listed.sessions.map((each) => each.id)).toEqual(['a', 'b', 'e', 'c', 'd']);
+    }
   });
 });
 
