@@ -211,25 +211,24 @@ export class FirestoreStore implements SessionStore {
    * `id` fields of every session document of the app, whatever its listing
    * fields hold (one read per session document, and the user's are told
    * apart after reading: a document whose `userKey` was removed is found
-   * too). A document whose `userId` or `id` is not text (changed outside
-   * adk-state) cannot be named and is left out, with a process warning.
+   * too). Where `userId` or `id` does not read, the document id names them,
+   * as in a listing; a document neither names (a hashed id) is left out,
+   * with a process warning.
    */
   listSessionKeys(appName: string, userId: string | undefined, call?: StoreCall): Promise<StoredSessionKey[]> {
     return withCall(call, async () => {
       const keys: StoredSessionKey[] = [];
       const heads = await this.#layout.sessions(appName).select('userId', 'id').get();
       for (const head of heads.docs) {
-        const owner: unknown = head.get('userId');
-        const id: unknown = head.get('id');
-        if (!isText(owner) || !isText(id)) {
+        const names = sessionNames({ userId: head.get('userId'), id: head.get('id') }, head.id);
+        if (names === undefined) {
           process.emitWarning(
-            `adk-state: session document ${JSON.stringify(head.id)} of app ${JSON.stringify(appName)} names no readable user or id (changed outside adk-state); listSessionKeys leaves it out`,
+            `adk-state: a session document ${JSON.stringify(head.id)} of app ${JSON.stringify(appName)} names no readable user and session id; listSessionKeys leaves it out`,
             { type: 'AdkStateWarning', code: 'ADK_STATE_UNNAMED_SESSION' },
           );
           continue;
         }
-        const key = { userId: readText(owner), sessionId: readText(id) };
-        if (userId === undefined || key.userId === userId) keys.push(key);
+        if (userId === undefined || names.userId === userId) keys.push({ userId: names.userId, sessionId: names.id });
       }
       return keys.sort(compareSessionKeys);
     });
@@ -863,16 +862,15 @@ function listedRecord(head: SessionDocument, documentId: string, appName: string
     return [toRecord(head)];
   } catch (error) {
     if (!isUnreadableData(error)) throw error;
-    const parts = documentIdParts(documentId);
-    const userId = readableText(head.userId) ?? parts?.[0];
-    const id = readableText(head.id) ?? parts?.[1];
-    if (userId === undefined || id === undefined || (parts !== undefined && parts.length !== 2)) {
+    const names = sessionNames(head, documentId);
+    if (names === undefined) {
       process.emitWarning(
         `adk-state: a session document ${JSON.stringify(documentId)} of app ${JSON.stringify(appName)} names no readable user and session id (${error.message}); it is left out of listings until repaired or removed`,
         { type: 'AdkStateWarning', code: 'ADK_STATE_UNNAMED_SESSION' },
       );
       return [];
     }
+    const { userId, id } = names;
     const state = decodeState(head.state);
     state.set('', unreadableText(`the stored session's identity fields do not read: ${error.message}`));
     return [{ id, appName, userId, lastUpdateTime: head.lastUpdateTime, revision: head.revision, state }];
@@ -880,6 +878,23 @@ function listedRecord(head: SessionDocument, documentId: string, appName: string
 }
 
 /** The string a stored text field holds, or `undefined` when it holds none. */
+/**
+ * The user and session id of a session document: its `userId` and `id`
+ * fields, or where one does not read (changed outside adk-state), the part
+ * of the document id that encodes it; `undefined` when neither names it (a
+ * hashed document id).
+ */
+function sessionNames(
+  head: { userId?: unknown; id?: unknown },
+  documentId: string,
+): { userId: string; id: string } | undefined {
+  const parts = documentIdParts(documentId);
+  const userId = readableText(head.userId) ?? parts?.[0];
+  const id = readableText(head.id) ?? parts?.[1];
+  if (userId === undefined || id === undefined || (parts !== undefined && parts.length !== 2)) return undefined;
+  return { userId, id };
+}
+
 function readableText(value: unknown): string | undefined {
   return isText(value) ? readText(value) : undefined;
 }

@@ -385,6 +385,9 @@ describe('identity fields changed outside adk-state', () => {
         )) as BackendError;
         expect(failed.kind).toBe('unreadable-data');
       }
+      // The document ids name a and b as a listing does.
+      const keys = sessions.store.listSessionKeys(appName, 'u:1');
+      expect(await keys).toEqual(['a', 'b', 'c', 'd'].map((sessionId) => ({ userId: 'u:1', sessionId })));
       expect(await sessions.store.listAppNames()).toContain(appName);
       // With no session's appName readable, the app document's own names the app.
       await head('d').update({ appName: 7 });
