@@ -134,5 +134,52 @@ export const outage: Group = {
       },
       { requires: 'outage' },
     );
+
+    test(
+      'with the backend gone listSessionKeys and listAppNames reject with a BackendError within timeoutMs that says nothing was written; afterwards they answer',
+      async (kit) => {
+        const control = kit.outage;
+        if (!control) throw new Error('the outage capability was declared but not handed to the test');
+        const { service, appName, userId } = await kit.fresh({
+          sessionId: 's1',
+          serviceOptions: { timeoutMs: TIMEOUT_MS },
+        });
+        const lister = service as {
+          listSessionKeys?: (request: { appName: string }) => Promise<unknown>;
+          listAppNames?: () => Promise<unknown>;
+        };
+        if (typeof lister.listSessionKeys !== 'function') {
+          throw new Error("the target declares 'sessionKeys', but its service has no listSessionKeys method");
+        }
+        const calls: Array<[string, () => Promise<unknown>]> = [
+          ['listSessionKeys', () => lister.listSessionKeys?.({ appName }) as Promise<unknown>],
+        ];
+        if (typeof lister.listAppNames === 'function') {
+          calls.push(['listAppNames', () => lister.listAppNames?.() as Promise<unknown>]);
+        }
+        let outcomes: Outcome[];
+        await control.stop();
+        try {
+          outcomes = await Promise.all(calls.map(([, call]) => outcomeOf(call(), TIMEOUT_MS + MARGIN_MS)));
+        } finally {
+          await control.start();
+        }
+        for (const [index, outcome] of outcomes.entries()) {
+          const name = (calls[index] as [string, unknown])[0];
+          expect(outcome.settled, `${name} must reject within ${TIMEOUT_MS + MARGIN_MS} ms`).toBe('rejected');
+          if (outcome.settled !== 'rejected') continue;
+          const error = outcome.error as BackendFailure;
+          expect([error.code, error.name, error.mayHaveApplied], name).toEqual([
+            'BACKEND_ERROR',
+            'BackendError',
+            false,
+          ]);
+        }
+        expect(await eventually(() => lister.listSessionKeys?.({ appName }) as Promise<unknown>)).toEqual([
+          { userId, sessionId: 's1' },
+        ]);
+      },
+      { requires: ['outage', 'sessionKeys'] },
+    );
   },
 };
