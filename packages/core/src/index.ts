@@ -28,5 +28,6 @@ export {
   StateSessionService,
   type StateSessionServiceOptions,
 } from './service.js';
+export type { StoredSessionKey } from './store.js';
 export { type TelemetryOptions, TRACER_NAME } from './telemetry.js';
 export { type JsonObject, type JsonValue, MAX_VALUE_DEPTH } from './values.js';
