@@ -621,8 +621,9 @@ export class StateSessionService extends BaseSessionService {
   }
 
   /**
-   * The name of every app the store holds a session of (`SessionStore.listAppNames`),
-   * sorted; `undefined` when the store cannot list its apps. For tools that
+   * The name of every app the store holds a session of (`SessionStore.listAppNames`;
+   * a store may also name an app that holds only state), sorted; `undefined`
+   * when the store cannot list its apps. For tools that
    * copy a whole store: it may visit every record.
    */
   async listAppNames(): Promise<string[] | undefined> {
