@@ -95,13 +95,17 @@ export async function listAppNames(
   return [...found].sort();
 }
 
+/** What every key of `appName` under `keyPrefix` begins with, whatever its shard: `<prefix>{<tag>`. */
+export function appKeyHead(keyPrefix: string, appName: string): string {
+  return `${keyPrefix}{${appTag(appName)}`;
+}
+
 /**
  * The user and session id of a session hash's key name, when it is one of
- * `appName`'s under `keyPrefix` (with any shard); `undefined` for any other key.
+ * the app whose keys begin with `head` ({@link appKeyHead}), with any shard;
+ * `undefined` for any other key.
  */
-export function sessionOfKey(key: string, keyPrefix: string, appName: string): StoredSessionKey | undefined {
-  const tag = appTag(appName);
-  const head = `${keyPrefix}{${tag}`;
+export function sessionOfKey(key: string, head: string): StoredSessionKey | undefined {
   if (!key.startsWith(head)) return undefined;
   // The tag never holds '}' (escaped), so the first one ends it; the shard, if any, is '#' and digits.
   const close = key.indexOf('}', head.length);
@@ -131,8 +135,9 @@ export async function listSessionKeys(
 ): Promise<StoredSessionKey[]> {
   // By key name: a key that moves between masters during the scan (resharding) is met twice.
   const found = new Map<string, StoredSessionKey>();
-  await scanKeys(client, `${globLiteral(`${keyPrefix}{${appTag(appName)}`)}*`, options, (key) => {
-    const session = sessionOfKey(key, keyPrefix, appName);
+  const head = appKeyHead(keyPrefix, appName);
+  await scanKeys(client, `${globLiteral(head)}*`, options, (key) => {
+    const session = sessionOfKey(key, head);
     if (session && (userId === undefined || session.userId === userId)) found.set(key, session);
   });
   return [...found.values()].sort(compareSessionKeys);

@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { appOfKey, listAppNames, listSessionKeys, sessionOfKey } from '../src/apps.js';
+import { appKeyHead, appOfKey, listAppNames, listSessionKeys, sessionOfKey } from '../src/apps.js';
 import { RedisSessionService, type RedisStore } from '../src/index.js';
 
 /** Names that need every escape of the tag and of the text encoding. */
@@ -112,9 +112,18 @@ describe('listSessionKeys', () => {
   });
 
   it('reads a session from the name of its hash only', () => {
-    expect(sessionOfKey('p:{app}:s:ada\u0000one', 'p:', 'app')).toEqual({ userId: 'ada', sessionId: 'one' });
-    expect(sessionOfKey('p:{app#12}:s:ada\u0000one', 'p:', 'app')).toEqual({ userId: 'ada', sessionId: 'one' });
-    expect(sessionOfKey('p:{a%7Bb}:s:\u0001\u0001\u0000x', 'p:', 'a{b')).toEqual({ userId: '\u0000', sessionId: 'x' });
+    expect(sessionOfKey('p:{app}:s:ada\u0000one', appKeyHead('p:', 'app'))).toEqual({
+      userId: 'ada',
+      sessionId: 'one',
+    });
+    expect(sessionOfKey('p:{app#12}:s:ada\u0000one', appKeyHead('p:', 'app'))).toEqual({
+      userId: 'ada',
+      sessionId: 'one',
+    });
+    expect(sessionOfKey('p:{a%7Bb}:s:\u0001\u0001\u0000x', appKeyHead('p:', 'a{b'))).toEqual({
+      userId: '\u0000',
+      sessionId: 'x',
+    });
     // Other parts of the layout, other apps, other prefixes, shards that are not numbers.
     for (const key of [
       'p:{app}:e:ada\u0000one',
@@ -126,7 +135,7 @@ describe('listSessionKeys', () => {
       'q:{app}:s:ada\u0000one',
       'p:{app}:e:u}:s:ada\u0000one',
     ]) {
-      expect(sessionOfKey(key, 'p:', 'app'), key).toBeUndefined();
+      expect(sessionOfKey(key, appKeyHead('p:', 'app')), key).toBeUndefined();
     }
   });
 
