@@ -877,7 +877,6 @@ function listedRecord(head: SessionDocument, documentId: string, appName: string
   }
 }
 
-/** The string a stored text field holds, or `undefined` when it holds none. */
 /**
  * The user and session id of a session document: its `userId` and `id`
  * fields, or where one does not read (changed outside adk-state), the part
@@ -895,6 +894,7 @@ function sessionNames(
   return { userId, id };
 }
 
+/** The string a stored text field holds, or `undefined` when it holds none. */
 function readableText(value: unknown): string | undefined {
   return isText(value) ? readText(value) : undefined;
 }
