@@ -7,6 +7,7 @@
 import type { Session } from '@google/adk';
 import { expect } from 'vitest';
 import { type Group, put } from '../kit.js';
+import { keysOf } from './session-keys.js';
 
 /** The deadline the outage tests give the service. */
 const TIMEOUT_MS = 2_000;
@@ -144,19 +145,10 @@ export const outage: Group = {
           sessionId: 's1',
           serviceOptions: { timeoutMs: TIMEOUT_MS },
         });
-        const lister = service as {
-          listSessionKeys?: (request: { appName: string }) => Promise<unknown>;
-          listAppNames?: () => Promise<unknown>;
-        };
-        if (typeof lister.listSessionKeys !== 'function') {
-          throw new Error("the target declares 'sessionKeys', but its service has no listSessionKeys method");
-        }
-        const calls: Array<[string, () => Promise<unknown>]> = [
-          ['listSessionKeys', () => lister.listSessionKeys?.({ appName }) as Promise<unknown>],
-        ];
-        if (typeof lister.listAppNames === 'function') {
-          calls.push(['listAppNames', () => lister.listAppNames?.() as Promise<unknown>]);
-        }
+        const keys = keysOf(service);
+        const calls: Array<[string, () => Promise<unknown>]> = [['listSessionKeys', () => keys(appName)]];
+        const apps = (service as { listAppNames?: () => Promise<unknown> }).listAppNames;
+        if (typeof apps === 'function') calls.push(['listAppNames', () => apps.call(service)]);
         let outcomes: Outcome[];
         await control.stop();
         try {
@@ -175,9 +167,7 @@ export const outage: Group = {
             false,
           ]);
         }
-        expect(await eventually(() => lister.listSessionKeys?.({ appName }) as Promise<unknown>)).toEqual([
-          { userId, sessionId: 's1' },
-        ]);
+        expect(await eventually(() => keys(appName))).toEqual([{ userId, sessionId: 's1' }]);
       },
       { requires: ['outage', 'sessionKeys'] },
     );

@@ -15,7 +15,7 @@ interface SessionKey {
 }
 
 /** The service's `listSessionKeys`, as the session-keys capability promises it (its store offers it). */
-function keysOf(service: ConformanceService): (appName: string, userId?: string) => Promise<SessionKey[]> {
+export function keysOf(service: ConformanceService): (appName: string, userId?: string) => Promise<SessionKey[]> {
   const lister = service as { listSessionKeys?: (request: object) => Promise<SessionKey[] | undefined> };
   if (typeof lister.listSessionKeys !== 'function') {
     throw new Error("the target declares 'sessionKeys', but its service has no listSessionKeys method");
