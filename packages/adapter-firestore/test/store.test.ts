@@ -9,13 +9,19 @@ import { type BackendError, InvalidArgumentError } from '@adk-state/core';
 import { selectEvents } from '@adk-state/core/store';
 import { createEvent, type Event, type Session } from '@google/adk';
 import { FieldValue, type Firestore } from '@google-cloud/firestore';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { documentId } from '../src/encoding.js';
 import { DocumentTooLargeError, FirestoreSessionService, type FirestoreSessionServiceOptions } from '../src/index.js';
 import { Layout } from '../src/layout.js';
 import { emulatorClient } from './support/client.js';
 
 let firestore: Firestore;
+/**
+ * The npm emulator `@firestore-emulator/server` (the fallback where Google's
+ * is missing) cannot do what a few tests below need; those run on Google's
+ * emulator only (the README's "Recorded divergences" says why for each).
+ */
+const npmEmulator = inject('firestoreEmulator').kind === 'third-party';
 const rootCollection = `runs/${randomUUID()}/adk_state`;
 
 beforeAll(() => {
@@ -314,7 +320,8 @@ describe('event filters', () => {
 });
 
 describe('reads', () => {
-  it('list sessions in JavaScript id order on ties, across the whole of Unicode', async () => {
+  // The npm emulator orders strings by UTF-16 code units, not UTF-8 bytes.
+  it.skipIf(npmEmulator)('list sessions in JavaScript id order on ties, across the whole of Unicode', async () => {
     const sessions = service();
     const appName = app();
     const ids = ['b', '\uffff', '\u{10000}', 'a', '\ue000', 'é', 'A'];
@@ -351,116 +358,124 @@ describe('reads', () => {
 });
 
 describe('identity fields changed outside adk-state', () => {
-  it('a head whose appName, userId or id do not read is listed under its place, fails its reads, and hides no other', async () => {
-    const sessions = service();
-    const appName = app();
-    for (const sessionId of ['a', 'b', 'c', 'd']) {
-      const session = await sessions.createSession({ appName, userId: 'u:1', sessionId, state: { s: sessionId } });
-      await sessions.appendEvent({ session, event: event({ 'user:k': 1 }, { timestamp: 1_000 }) });
-    }
-    const layout = new Layout(firestore, rootCollection);
-    const head = (sessionId: string) => layout.session({ appName, userId: 'u:1', sessionId }).session;
-    await head('a').update({ id: 5 });
-    await head('b').update({ userId: null });
-    await head('c').update({ appName: 7 });
+  // The npm emulator does not implement ListDocuments, which listAppNames reads.
+  it.skipIf(npmEmulator)(
+    'a head whose appName, userId or id do not read is listed under its place, fails its reads, and hides no other',
+    async () => {
+      const sessions = service();
+      const appName = app();
+      for (const sessionId of ['a', 'b', 'c', 'd']) {
+        const session = await sessions.createSession({ appName, userId: 'u:1', sessionId, state: { s: sessionId } });
+        await sessions.appendEvent({ session, event: event({ 'user:k': 1 }, { timestamp: 1_000 }) });
+      }
+      const layout = new Layout(firestore, rootCollection);
+      const head = (sessionId: string) => layout.session({ appName, userId: 'u:1', sessionId }).session;
+      await head('a').update({ id: 5 });
+      await head('b').update({ userId: null });
+      await head('c').update({ appName: 7 });
 
-    const warnings: string[] = [];
-    const onWarning = (warning: Error & { code?: string }) => warnings.push(String(warning.code));
-    process.on('warning', onWarning);
-    try {
-      for (const userId of [undefined, 'u:1']) {
-        const listed = await sessions.listSessions({ appName, ...(userId ? { userId } : {}) });
-        expect(listed.sessions.map((session) => [session.id, session.userId, session.appName])).toEqual(
-          ['a', 'b', 'c', 'd'].map((id) => [id, 'u:1', appName]),
-        );
-        expect(listed.totalItems).toBe(4);
-        // What reads of a damaged head is listed: its user's state; its own state is left out.
-        expect(listed.sessions[0]?.state).toEqual({ 'user:k': 1 });
-        expect(listed.sessions[3]?.state).toEqual({ s: 'd', 'user:k': 1 });
+      const warnings: string[] = [];
+      const onWarning = (warning: Error & { code?: string }) => warnings.push(String(warning.code));
+      process.on('warning', onWarning);
+      try {
+        for (const userId of [undefined, 'u:1']) {
+          const listed = await sessions.listSessions({ appName, ...(userId ? { userId } : {}) });
+          expect(listed.sessions.map((session) => [session.id, session.userId, session.appName])).toEqual(
+            ['a', 'b', 'c', 'd'].map((id) => [id, 'u:1', appName]),
+          );
+          expect(listed.totalItems).toBe(4);
+          // What reads of a damaged head is listed: its user's state; its own state is left out.
+          expect(listed.sessions[0]?.state).toEqual({ 'user:k': 1 });
+          expect(listed.sessions[3]?.state).toEqual({ s: 'd', 'user:k': 1 });
+        }
+        for (const sessionId of ['a', 'b', 'c']) {
+          const failed = (await expectCode(
+            sessions.getSession({ appName, userId: 'u:1', sessionId }),
+            'BACKEND_ERROR',
+          )) as BackendError;
+          expect(failed.kind).toBe('unreadable-data');
+        }
+        // The document ids name a and b as a listing does.
+        const keys = sessions.store.listSessionKeys(appName, 'u:1');
+        expect(await keys).toEqual(['a', 'b', 'c', 'd'].map((sessionId) => ({ userId: 'u:1', sessionId })));
+        expect(await sessions.store.listAppNames()).toContain(appName);
+        // With no session's appName readable, the app document's own names the app.
+        await head('d').update({ appName: 7 });
+        await head('a').update({ appName: null });
+        await head('b').update({ appName: 7 });
+        await layout.app(appName).set({ appName }, { merge: true });
+        expect(await sessions.store.listAppNames()).toContain(appName);
+        await new Promise((resolve) => setImmediate(resolve));
+        expect(warnings).toContain('ADK_STATE_UNREADABLE_LISTED');
+      } finally {
+        process.off('warning', onWarning);
       }
-      for (const sessionId of ['a', 'b', 'c']) {
-        const failed = (await expectCode(
-          sessions.getSession({ appName, userId: 'u:1', sessionId }),
-          'BACKEND_ERROR',
-        )) as BackendError;
-        expect(failed.kind).toBe('unreadable-data');
-      }
-      // The document ids name a and b as a listing does.
-      const keys = sessions.store.listSessionKeys(appName, 'u:1');
-      expect(await keys).toEqual(['a', 'b', 'c', 'd'].map((sessionId) => ({ userId: 'u:1', sessionId })));
-      expect(await sessions.store.listAppNames()).toContain(appName);
-      // With no session's appName readable, the app document's own names the app.
-      await head('d').update({ appName: 7 });
-      await head('a').update({ appName: null });
-      await head('b').update({ appName: 7 });
-      await layout.app(appName).set({ appName }, { merge: true });
-      expect(await sessions.store.listAppNames()).toContain(appName);
-      await new Promise((resolve) => setImmediate(resolve));
-      expect(warnings).toContain('ADK_STATE_UNREADABLE_LISTED');
-    } finally {
-      process.off('warning', onWarning);
-    }
-  });
+    },
+  );
 });
 
 describe('ordering fields removed outside adk-state', () => {
-  it('a head without lastUpdateKey or idOrder is still listed, counted and in its place, and reads', async () => {
-    const sessions = service();
-    const appName = app();
-    for (const [sessionId, timestamp] of [
-      ['a', 1_000],
-      ['b', 3_000],
-      ['c', 2_000],
-      ['d', 4_000],
-      ['e', 5_000],
-    ] as const) {
-      const session = await sessions.createSession({ appName, userId: 'u', sessionId, state: { s: sessionId } });
-      await sessions.appendEvent({ session, event: event({}, { timestamp }) });
-    }
-    const layout = new Layout(firestore, rootCollection);
-    const head = (sessionId: string) => layout.session({ appName, userId: 'u', sessionId }).session;
-    // A query ordered by a field leaves out every document without it.
-    await head('c').update({ lastUpdateKey: FieldValue.delete() });
-    await head('d').update({ idOrder: FieldValue.delete() });
-    for (const userId of [undefined, 'u']) {
-      const whole = await sessions.listSessions({ appName, ...(userId ? { userId } : {}) });
-      expect(whole.totalItems).toBe(5);
-      expect(whole.sessions.map((listed) => listed.id)).toEqual(['a', 'c', 'b', 'd', 'e']);
-      expect(whole.sessions[1]?.state).toEqual({ s: 'c' });
-      const pages: string[] = [];
-      for (let page = 1; page <= 3; page++) {
-        const listed = await sessions.listSessions({
-          appName,
-          ...(userId ? { userId } : {}),
-          order: 'desc',
-          limit: 2,
-          page,
-        });
-        expect(listed.totalItems).toBe(5);
-        pages.push(...listed.sessions.map((session) => session.id));
+  // The npm emulator ignores FieldValue.delete(): the fields cannot be removed there.
+  it.skipIf(npmEmulator)(
+    'a head without lastUpdateKey or idOrder is still listed, counted and in its place, and reads',
+    async () => {
+      const sessions = service();
+      const appName = app();
+      for (const [sessionId, timestamp] of [
+        ['a', 1_000],
+        ['b', 3_000],
+        ['c', 2_000],
+        ['d', 4_000],
+        ['e', 5_000],
+      ] as const) {
+        const session = await sessions.createSession({ appName, userId: 'u', sessionId, state: { s: sessionId } });
+        await sessions.appendEvent({ session, event: event({}, { timestamp }) });
       }
-      expect(pages).toEqual(['e', 'd', 'b', 'c', 'a']);
-    }
-    expect((await sessions.getSession({ appName, userId: 'u', sessionId: 'c' }))?.state).toEqual({ s: 'c' });
-    // The next append puts the listing fields back, the user's key too.
-    await head('d').update({ userKey: FieldValue.delete() });
-    expect((await sessions.listSessions({ appName, userId: 'u' })).sessions.map((listed) => listed.id)).not.toContain(
-      'd',
-    );
-    for (const [sessionId, timestamp] of [
-      ['c', 6_000],
-      ['d', 7_000],
-    ] as const) {
-      const session = (await sessions.getSession({ appName, userId: 'u', sessionId })) as Session;
-      await sessions.appendEvent({ session, event: event({}, { timestamp }) });
-      const fields = (await head(sessionId).get()).data() ?? {};
-      for (const field of ['lastUpdateKey', 'idOrder', 'userKey']) expect(fields[field], field).toBeTypeOf('string');
-    }
-    for (const userId of [undefined, 'u']) {
-      const listed = await sessions.listSessions({ appName, ...(userId ? { userId } : {}) });
-      expect(listed.sessions.map((each) => each.id)).toEqual(['a', 'b', 'e', 'c', 'd']);
-    }
-  });
+      const layout = new Layout(firestore, rootCollection);
+      const head = (sessionId: string) => layout.session({ appName, userId: 'u', sessionId }).session;
+      // A query ordered by a field leaves out every document without it.
+      await head('c').update({ lastUpdateKey: FieldValue.delete() });
+      await head('d').update({ idOrder: FieldValue.delete() });
+      for (const userId of [undefined, 'u']) {
+        const whole = await sessions.listSessions({ appName, ...(userId ? { userId } : {}) });
+        expect(whole.totalItems).toBe(5);
+        expect(whole.sessions.map((listed) => listed.id)).toEqual(['a', 'c', 'b', 'd', 'e']);
+        expect(whole.sessions[1]?.state).toEqual({ s: 'c' });
+        const pages: string[] = [];
+        for (let page = 1; page <= 3; page++) {
+          const listed = await sessions.listSessions({
+            appName,
+            ...(userId ? { userId } : {}),
+            order: 'desc',
+            limit: 2,
+            page,
+          });
+          expect(listed.totalItems).toBe(5);
+          pages.push(...listed.sessions.map((session) => session.id));
+        }
+        expect(pages).toEqual(['e', 'd', 'b', 'c', 'a']);
+      }
+      expect((await sessions.getSession({ appName, userId: 'u', sessionId: 'c' }))?.state).toEqual({ s: 'c' });
+      // The next append puts the listing fields back, the user's key too.
+      await head('d').update({ userKey: FieldValue.delete() });
+      expect((await sessions.listSessions({ appName, userId: 'u' })).sessions.map((listed) => listed.id)).not.toContain(
+        'd',
+      );
+      for (const [sessionId, timestamp] of [
+        ['c', 6_000],
+        ['d', 7_000],
+      ] as const) {
+        const session = (await sessions.getSession({ appName, userId: 'u', sessionId })) as Session;
+        await sessions.appendEvent({ session, event: event({}, { timestamp }) });
+        const fields = (await head(sessionId).get()).data() ?? {};
+        for (const field of ['lastUpdateKey', 'idOrder', 'userKey']) expect(fields[field], field).toBeTypeOf('string');
+      }
+      for (const userId of [undefined, 'u']) {
+        const listed = await sessions.listSessions({ appName, ...(userId ? { userId } : {}) });
+        expect(listed.sessions.map((each) => each.id)).toEqual(['a', 'b', 'e', 'c', 'd']);
+      }
+    },
+  );
 });
 
 describe('strings Firestore cannot hold as text', () => {

@@ -201,6 +201,53 @@ export async function put(
   return service.appendEvent({ session, event: makeEvent(stateDelta, fields) });
 }
 
+/**
+ * Runs `write` and `read` side by side: `read` is told whether `write` is
+ * still going, `write` whether it should stop early. Resolves once both are
+ * done. When `read` fails, `write` is told to stop and waited for (its own
+ * failure then goes unreported) before `read`'s error goes on, so no call of
+ * it is still in flight when the test's services are destroyed; when only
+ * `write` fails, its error goes on once `read` is done.
+ */
+export async function whileWriting(
+  write: (stopped: () => boolean) => Promise<void>,
+  read: (writing: () => boolean) => Promise<void>,
+): Promise<void> {
+  let stop = false;
+  let done = false;
+  const writing = (async () => {
+    try {
+      await write(() => stop);
+    } finally {
+      done = true;
+    }
+  })();
+  try {
+    await read(() => !done);
+  } catch (error) {
+    stop = true;
+    await writing.catch(() => {});
+    throw error;
+  }
+  await writing;
+}
+
+/**
+ * `Promise.all` that waits for every call to settle before it rejects with
+ * the first failure, so that no call is left in flight behind a failed one
+ * when the test's services are destroyed.
+ */
+export async function allSettled<const T extends readonly unknown[]>(
+  calls: T,
+): Promise<{ -readonly [K in keyof T]: Awaited<T[K]> }> {
+  const results = await Promise.allSettled(calls);
+  const failed = results.find((result) => result.status === 'rejected');
+  if (failed) throw failed.reason;
+  return results.map((result) => (result as PromiseFulfilledResult<unknown>).value) as {
+    -readonly [K in keyof T]: Awaited<T[K]>;
+  };
+}
+
 /** The ids of a session's events, in order. */
 export function ids(session: Session | undefined): string[] {
   return (session?.events ?? []).map((event) => event.id);

@@ -116,6 +116,14 @@ export interface Divergence {
   /** The test's id as printed by the suite: `group › test name`. */
   test: string;
   reason: string;
+  /**
+   * The backend fails the test only some of the time (a race it loses now
+   * and then, such as a third-party emulator without isolation). The test
+   * still runs: a failure is reported as skipped, with the reason and the
+   * error, and a pass as a pass. Use it only for a failure that comes and
+   * goes; a backend that always fails the test records a plain divergence.
+   */
+  intermittent?: boolean;
 }
 
 /** The one argument of {@link runConformanceSuite}. */

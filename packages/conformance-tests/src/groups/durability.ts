@@ -1,6 +1,6 @@
 /** Durability: what one service instance stored, another instance on the same backend reads. */
 import { expect } from 'vitest';
-import { type Group, ids, plain, put } from '../kit.js';
+import { allSettled, type Group, ids, plain, put, whileWriting } from '../kit.js';
 
 export const durability: Group = {
   title: 'stored data outlives the service instance',
@@ -46,40 +46,37 @@ export const durability: Group = {
       async (kit) => {
         const { service: writer, session, appName } = await kit.fresh({ sessionId: 's1', state: { n: 0 } });
         const reader = await kit.service();
-        let done = false;
-        const writing = (async () => {
-          try {
-            for (let n = 1; n <= 50; n++) await put(writer, session, { n, 'user:n': n, 'app:n': n });
-          } finally {
-            done = true;
-          }
-        })();
-        writing.catch(() => {}); // awaited below; a read that fails first must not leave it unhandled
         const key = { appName, userId: 'u1', sessionId: 's1' };
-        let rounds = 0;
-        while (!done || rounds === 0) {
-          // Several reads at once, so that appends land in the middle of some of them.
-          const [all, tail, after, listed] = await Promise.all([
-            reader.getSession(key),
-            reader.getSession({ ...key, config: { numRecentEvents: 1 } }),
-            reader.getSession({ ...key, config: { afterTimestamp: 0 } }),
-            reader.listSessions({ appName, userId: 'u1' }),
-          ]);
-          for (const [name, read] of Object.entries({ all, tail, after })) {
-            const last = read?.events.at(-1);
-            const n = (last?.actions.stateDelta.n as number | undefined) ?? 0;
-            expect(read?.state.n, `${name}: the state against the last event`).toBe(n);
-            expect(read?.state['user:n'] ?? 0, `${name}: user: state against the last event`).toBe(n);
-            expect(read?.state['app:n'] ?? 0, `${name}: app: state against the last event`).toBe(n);
-          }
-          expect(all?.events, 'all: the events against the state').toHaveLength(all?.state.n as number);
-          expect(after?.events, 'after: the events against the state').toHaveLength(after?.state.n as number);
-          // A listing may show app: keys late (a store may apply them in a second step), never user: keys.
-          const [summary] = listed.sessions;
-          expect(summary?.state['user:n'] ?? 0, 'listed: user: state against the session state').toBe(summary?.state.n);
-          rounds++;
-        }
-        await writing;
+        await whileWriting(
+          async (stopped) => {
+            for (let n = 1; n <= 50 && !stopped(); n++) await put(writer, session, { n, 'user:n': n, 'app:n': n });
+          },
+          async (writing) => {
+            for (let rounds = 0; writing() || rounds === 0; rounds++) {
+              // Several reads at once, so that appends land in the middle of some of them.
+              const [all, tail, after, listed] = await allSettled([
+                reader.getSession(key),
+                reader.getSession({ ...key, config: { numRecentEvents: 1 } }),
+                reader.getSession({ ...key, config: { afterTimestamp: 0 } }),
+                reader.listSessions({ appName, userId: 'u1' }),
+              ]);
+              for (const [name, read] of Object.entries({ all, tail, after })) {
+                const last = read?.events.at(-1);
+                const n = (last?.actions.stateDelta.n as number | undefined) ?? 0;
+                expect(read?.state.n, `${name}: the state against the last event`).toBe(n);
+                expect(read?.state['user:n'] ?? 0, `${name}: user: state against the last event`).toBe(n);
+                expect(read?.state['app:n'] ?? 0, `${name}: app: state against the last event`).toBe(n);
+              }
+              expect(all?.events, 'all: the events against the state').toHaveLength(all?.state.n as number);
+              expect(after?.events, 'after: the events against the state').toHaveLength(after?.state.n as number);
+              // A listing may show app: keys late (a store may apply them in a second step), never user: keys.
+              const [summary] = listed.sessions;
+              expect(summary?.state['user:n'] ?? 0, 'listed: user: state against the session state').toBe(
+                summary?.state.n,
+              );
+            }
+          },
+        );
       },
       { requires: 'sharedBackend' },
     );

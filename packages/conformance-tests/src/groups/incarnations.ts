@@ -6,7 +6,7 @@
  * `user:` and `app:` writes of every life stay, each applied exactly once.
  */
 import { expect } from 'vitest';
-import { expectCode, type Group, ids, plain, put } from '../kit.js';
+import { expectCode, type Group, ids, plain, put, whileWriting } from '../kit.js';
 
 export const incarnations: Group = {
   title: 'an id deleted and created again is a new session, and every instance sees it so',
@@ -63,29 +63,32 @@ export const incarnations: Group = {
           ),
         );
         const lastAcked = new Array<number>(WRITERS).fill(0);
-        const writing = Promise.all(
-          sessions.map(async (session, index) => {
-            for (let n = 1; n <= ROUNDS; n++) {
-              await put(writer, session, { n, [`app:w${index}`]: n, 'user:n': n });
-              lastAcked[index] = n;
+        await whileWriting(
+          async (stopped) => {
+            await Promise.all(
+              sessions.map(async (session, index) => {
+                for (let n = 1; n <= ROUNDS && !stopped(); n++) {
+                  await put(writer, session, { n, [`app:w${index}`]: n, 'user:n': n });
+                  lastAcked[index] = n;
+                }
+              }),
+            );
+          },
+          async () => {
+            for (let round = 1; round <= ROUNDS; round++) {
+              for (let index = 0; index < WRITERS; index++) {
+                const key = { appName, userId: `w${index}`, sessionId: 'churned' };
+                await churner.deleteSession(key);
+                const session = await churner.createSession({ ...key, state: { round } });
+                await put(churner, session, { round, [`app:c${index}`]: round });
+                // Another instance reads it at once: the new life, whole.
+                const read = await reader.getSession(key);
+                expect(read?.events).toHaveLength(1);
+                expect(plain(read?.state)).toMatchObject({ round, [`app:c${index}`]: round });
+              }
             }
-          }),
+          },
         );
-        const churning = (async () => {
-          for (let round = 1; round <= ROUNDS; round++) {
-            for (let index = 0; index < WRITERS; index++) {
-              const key = { appName, userId: `w${index}`, sessionId: 'churned' };
-              await churner.deleteSession(key);
-              const session = await churner.createSession({ ...key, state: { round } });
-              await put(churner, session, { round, [`app:c${index}`]: round });
-              // Another instance reads it at once: the new life, whole.
-              const read = await reader.getSession(key);
-              expect(read?.events).toHaveLength(1);
-              expect(plain(read?.state)).toMatchObject({ round, [`app:c${index}`]: round });
-            }
-          }
-        })();
-        await Promise.all([writing, churning]);
 
         const app = await reader.getAppState({ appName });
         for (let index = 0; index < WRITERS; index++) {

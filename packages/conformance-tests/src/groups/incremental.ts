@@ -7,7 +7,7 @@
  */
 import type { Event, Session } from '@google/adk';
 import { expect } from 'vitest';
-import { expectCode, type Group, ids, plain, put, type TestKit } from '../kit.js';
+import { allSettled, expectCode, type Group, ids, plain, put, type TestKit, whileWriting } from '../kit.js';
 import type { ConformanceService, ConformanceServiceOptions } from '../target.js';
 
 /** What a read shows, as plain data: the state and every event as JSON. */
@@ -300,23 +300,24 @@ export const incremental: Group = {
         async (kit) => {
           const { writer, reader, plainReader, key } = await cast(kit, options);
           const session = await writer.createSession({ ...key, state: { n: 0 } });
-          let done = false;
-          const writing = (async () => {
-            try {
-              for (let n = 1; n <= 30; n++) await put(writer, session, { n, 'user:n': n });
-            } finally {
-              done = true;
-            }
-          })();
-          writing.catch(() => {});
-          while (!done) {
-            const reads = await Promise.all([reader.getSession(key), reader.getSession(key), reader.getSession(key)]);
-            for (const read of reads) {
-              expect(read?.events, 'the events against the state').toHaveLength(read?.state.n as number);
-              expect(read?.state['user:n'] ?? 0).toBe(read?.state.n);
-            }
-          }
-          await writing;
+          await whileWriting(
+            async (stopped) => {
+              for (let n = 1; n <= 30 && !stopped(); n++) await put(writer, session, { n, 'user:n': n });
+            },
+            async (writing) => {
+              while (writing()) {
+                const reads = await allSettled([
+                  reader.getSession(key),
+                  reader.getSession(key),
+                  reader.getSession(key),
+                ]);
+                for (const read of reads) {
+                  expect(read?.events, 'the events against the state').toHaveLength(read?.state.n as number);
+                  expect(read?.state['user:n'] ?? 0).toBe(read?.state.n);
+                }
+              }
+            },
+          );
           const read = await expectSameRead(reader, plainReader, key, 'after the appends');
           expect(read?.events).toHaveLength(30);
         },
