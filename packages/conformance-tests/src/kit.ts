@@ -202,12 +202,34 @@ export async function put(
 }
 
 /**
+ * How long, at most, a test that failed waits for the calls it still has in
+ * flight before its error goes on (its services are destroyed after that).
+ */
+export const SETTLE_MS = 5_000;
+
+/** Waits for `pending` to settle, for {@link SETTLE_MS} at the most; never rejects. */
+async function settleBriefly(pending: Promise<unknown>): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const cap = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, SETTLE_MS);
+  });
+  try {
+    await Promise.race([pending.then(noop, noop), cap]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function noop(): void {}
+
+/**
  * Runs `write` and `read` side by side: `read` is told whether `write` is
  * still going, `write` whether it should stop early. Resolves once both are
- * done. When `read` fails, `write` is told to stop and waited for (its own
- * failure then goes unreported) before `read`'s error goes on, so no call of
- * it is still in flight when the test's services are destroyed; when only
- * `write` fails, its error goes on once `read` is done.
+ * done. When `read` fails, `write` is told to stop and given up to
+ * {@link SETTLE_MS} to end (its own failure then goes unreported) before
+ * `read`'s error goes on, so that what it still has in flight ends before
+ * the test's services are destroyed; when only `write` fails, its error goes
+ * on once `read` is done.
  */
 export async function whileWriting(
   write: (stopped: () => boolean) => Promise<void>,
@@ -222,30 +244,32 @@ export async function whileWriting(
       done = true;
     }
   })();
+  // Awaited below; a failure while `read` still runs must not count as unhandled meanwhile.
+  writing.catch(noop);
   try {
     await read(() => !done);
   } catch (error) {
     stop = true;
-    await writing.catch(() => {});
+    await settleBriefly(writing);
     throw error;
   }
   await writing;
 }
 
 /**
- * `Promise.all` that waits for every call to settle before it rejects with
- * the first failure, so that no call is left in flight behind a failed one
- * when the test's services are destroyed.
+ * `Promise.all`, except that after the first failure it gives the other
+ * calls up to {@link SETTLE_MS} to settle before it rejects with that
+ * failure, so that they end before the test's services are destroyed.
  */
-export async function allSettled<const T extends readonly unknown[]>(
+export async function allAwaited<const T extends readonly unknown[]>(
   calls: T,
 ): Promise<{ -readonly [K in keyof T]: Awaited<T[K]> }> {
-  const results = await Promise.allSettled(calls);
-  const failed = results.find((result) => result.status === 'rejected');
-  if (failed) throw failed.reason;
-  return results.map((result) => (result as PromiseFulfilledResult<unknown>).value) as {
-    -readonly [K in keyof T]: Awaited<T[K]>;
-  };
+  try {
+    return (await Promise.all(calls)) as { -readonly [K in keyof T]: Awaited<T[K]> };
+  } catch (error) {
+    await settleBriefly(Promise.allSettled(calls));
+    throw error;
+  }
 }
 
 /** The ids of a session's events, in order. */

@@ -119,9 +119,11 @@ export interface Divergence {
   /**
    * The backend fails the test only some of the time (a race it loses now
    * and then, such as a third-party emulator without isolation). The test
-   * still runs: a failure is reported as skipped, with the reason and the
-   * error, and a pass as a pass. Use it only for a failure that comes and
-   * goes; a backend that always fails the test records a plain divergence.
+   * still runs: a failure of its steps is reported as skipped (the reason in
+   * its title, the error in a printed warning and, from vitest 3 on, in the
+   * skip note), and a pass as a pass; a fault the store left or a failed
+   * `destroy` still fails it. Use it only for a failure that comes and goes;
+   * a backend that always fails the test records a plain divergence.
    */
   intermittent?: boolean;
 }

@@ -1,6 +1,6 @@
 /** Durability: what one service instance stored, another instance on the same backend reads. */
 import { expect } from 'vitest';
-import { allSettled, type Group, ids, plain, put, whileWriting } from '../kit.js';
+import { allAwaited, type Group, ids, plain, put, whileWriting } from '../kit.js';
 
 export const durability: Group = {
   title: 'stored data outlives the service instance',
@@ -54,7 +54,7 @@ export const durability: Group = {
           async (writing) => {
             for (let rounds = 0; writing() || rounds === 0; rounds++) {
               // Several reads at once, so that appends land in the middle of some of them.
-              const [all, tail, after, listed] = await allSettled([
+              const [all, tail, after, listed] = await allAwaited([
                 reader.getSession(key),
                 reader.getSession({ ...key, config: { numRecentEvents: 1 } }),
                 reader.getSession({ ...key, config: { afterTimestamp: 0 } }),

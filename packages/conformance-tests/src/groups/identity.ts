@@ -1,7 +1,7 @@
 /** Identity and lifecycle: creating, reading and re-reading sessions by their exact key. */
 import type { Session } from '@google/adk';
 import { expect } from 'vitest';
-import { allSettled, expectCode, type Group, ids, plain, put } from '../kit.js';
+import { allAwaited, expectCode, type Group, ids, plain, put } from '../kit.js';
 
 const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
@@ -133,7 +133,7 @@ export const identity: Group = {
       const service = await kit.service();
       const appName = kit.app();
       const request = { appName, userId: 'u1', sessionId: 'shared', state: { a: 1 } };
-      const sessions = await allSettled([0, 1, 2, 3].map(() => service.getOrCreateSession(request)));
+      const sessions = await allAwaited([0, 1, 2, 3].map(() => service.getOrCreateSession(request)));
       for (const session of sessions) {
         expect(session.id).toBe('shared');
         expect(plain(session.state)).toEqual({ a: 1 });

@@ -6,7 +6,7 @@
  * `user:` and `app:` writes of every life stay, each applied exactly once.
  */
 import { expect } from 'vitest';
-import { allSettled, expectCode, type Group, ids, plain, put, whileWriting } from '../kit.js';
+import { allAwaited, expectCode, type Group, ids, plain, put, whileWriting } from '../kit.js';
 
 export const incarnations: Group = {
   title: 'an id deleted and created again is a new session, and every instance sees it so',
@@ -57,7 +57,7 @@ export const incarnations: Group = {
         const appName = kit.app();
         const WRITERS = 4;
         const ROUNDS = 12;
-        const sessions = await allSettled(
+        const sessions = await allAwaited(
           Array.from({ length: WRITERS }, (_, index) =>
             writer.createSession({ appName, userId: `w${index}`, sessionId: 'steady' }),
           ),
@@ -65,7 +65,7 @@ export const incarnations: Group = {
         const lastAcked = new Array<number>(WRITERS).fill(0);
         await whileWriting(
           async (stopped) => {
-            await allSettled(
+            await allAwaited(
               sessions.map(async (session, index) => {
                 for (let n = 1; n <= ROUNDS && !stopped(); n++) {
                   await put(writer, session, { n, [`app:w${index}`]: n, 'user:n': n });

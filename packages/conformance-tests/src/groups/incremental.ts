@@ -7,7 +7,7 @@
  */
 import type { Event, Session } from '@google/adk';
 import { expect } from 'vitest';
-import { allSettled, expectCode, type Group, ids, plain, put, type TestKit, whileWriting } from '../kit.js';
+import { allAwaited, expectCode, type Group, ids, plain, put, type TestKit, whileWriting } from '../kit.js';
 import type { ConformanceService, ConformanceServiceOptions } from '../target.js';
 
 /** What a read shows, as plain data: the state and every event as JSON. */
@@ -306,7 +306,7 @@ export const incremental: Group = {
             },
             async (writing) => {
               while (writing()) {
-                const reads = await allSettled([
+                const reads = await allAwaited([
                   reader.getSession(key),
                   reader.getSession(key),
                   reader.getSession(key),

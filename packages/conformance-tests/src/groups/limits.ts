@@ -5,7 +5,7 @@
  */
 import { MAX_VALUE_DEPTH } from '@adk-state/core';
 import { expect } from 'vitest';
-import { allSettled, expectCode, type Group, ids, makeEvent, plain, put } from '../kit.js';
+import { allAwaited, expectCode, type Group, ids, makeEvent, plain, put } from '../kit.js';
 
 /** An array nested `depth` levels deep around `leaf`. */
 function nested(depth: number, leaf: unknown = 'core'): unknown {
@@ -139,7 +139,7 @@ export const limits: Group = {
         sessionId: 's',
         serviceOptions: { onStale: 'reload', maxReloads: 0 },
       });
-      const [a, b] = await allSettled([kit.reload(session), kit.reload(session)]);
+      const [a, b] = await allAwaited([kit.reload(session), kit.reload(session)]);
       await put(service, a, { n: 1 });
       const error = await expectCode(put(service, b, { n: 2 }), 'STALE_SESSION', 'StaleSessionError');
       expect((error as { contention?: boolean }).contention).toBe(true);
@@ -151,7 +151,7 @@ export const limits: Group = {
       // One reload allowed: the same conflict is resolved by reloading.
       const patient = await kit.service({ onStale: 'reload', maxReloads: 1 });
       const p = await patient.createSession({ appName, userId: 'u1', sessionId: 'p' });
-      const [c, d] = await allSettled([kit.reload(p, { service: patient }), kit.reload(p, { service: patient })]);
+      const [c, d] = await allAwaited([kit.reload(p, { service: patient }), kit.reload(p, { service: patient })]);
       await put(patient, c, { n: 3 });
       await put(patient, d, { n: 4 });
       expect((await kit.reload(p, { service: patient })).state.n).toBe(4);

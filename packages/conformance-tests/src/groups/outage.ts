@@ -6,7 +6,7 @@
  */
 import type { Session } from '@google/adk';
 import { expect } from 'vitest';
-import { allSettled, type Group, put } from '../kit.js';
+import { allAwaited, type Group, put } from '../kit.js';
 import { keysOf } from './session-keys.js';
 
 /** The deadline the outage tests give the service. */
@@ -88,7 +88,7 @@ export const outage: Group = {
         let outcomes: Array<[string, Outcome]>;
         await control.stop();
         try {
-          outcomes = await allSettled(
+          outcomes = await allAwaited(
             Object.entries(calls).map(
               async ([name, call]): Promise<[string, Outcome]> => [
                 name,
@@ -152,7 +152,7 @@ export const outage: Group = {
         let outcomes: Outcome[];
         await control.stop();
         try {
-          outcomes = await allSettled(calls.map(([, call]) => outcomeOf(call(), TIMEOUT_MS + MARGIN_MS)));
+          outcomes = await allAwaited(calls.map(([, call]) => outcomeOf(call(), TIMEOUT_MS + MARGIN_MS)));
         } finally {
           await control.start();
         }

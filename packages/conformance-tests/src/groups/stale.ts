@@ -3,7 +3,7 @@
 import type { StateSessionServiceOptions } from '@adk-state/core';
 import type { Session } from '@google/adk';
 import { expect } from 'vitest';
-import { allSettled, expectCode, type Group, ids, makeEvent, plain, put, type TestKit } from '../kit.js';
+import { allAwaited, expectCode, type Group, ids, makeEvent, plain, put, type TestKit } from '../kit.js';
 
 /** A fresh session `s1` with one event, and two copies of it read back: two writers on one revision. */
 async function twoCopies(kit: TestKit, serviceOptions?: StateSessionServiceOptions) {
@@ -146,7 +146,7 @@ export const stale: Group = {
 
     test('of ten concurrent appends from the same revision exactly one succeeds', async (kit) => {
       const { service, session } = await kit.fresh({ sessionId: 's1' });
-      const copies = await allSettled(Array.from({ length: 10 }, () => kit.reload(session)));
+      const copies = await allAwaited(Array.from({ length: 10 }, () => kit.reload(session)));
       const results = await Promise.allSettled(copies.map((copy, i) => put(service, copy, { [`k${i}`]: i })));
       expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
       for (const r of results) {
@@ -176,9 +176,9 @@ export const stale: Group = {
 
     test("onStale: 'reload' under concurrency loses, duplicates and reorders nothing", async (kit) => {
       const { service, session } = await kit.fresh({ sessionId: 's1', serviceOptions: { onStale: 'reload' } });
-      const writers = await allSettled([0, 1, 2].map(() => kit.reload(session)));
+      const writers = await allAwaited([0, 1, 2].map(() => kit.reload(session)));
       const written: string[][] = [[], [], []];
-      await allSettled(
+      await allAwaited(
         writers.map(async (writer, w) => {
           for (let i = 0; i < 10; i++) written[w]?.push((await put(service, writer, { [`w${w}`]: i })).id);
         }),
@@ -199,7 +199,7 @@ export const stale: Group = {
         const appName = kit.app();
         const session = await first.createSession({ appName, userId: 'u1', sessionId: 's1' });
         for (let round = 0; round < 5; round++) {
-          const [a, b] = await allSettled([
+          const [a, b] = await allAwaited([
             kit.reload(session, { service: first }),
             kit.reload(session, { service: second }),
           ]);
@@ -227,7 +227,7 @@ export const stale: Group = {
         const created = await first.createSession({ appName, userId: 'u1', sessionId: 's1' });
         const services = [first, second];
         const written: string[][] = [[], []];
-        await allSettled(
+        await allAwaited(
           services.map(async (service, w) => {
             const session = await kit.reload(created, { service });
             for (let i = 0; i < 15; i++)
