@@ -153,6 +153,16 @@ export function uniqueName(label = 'app'): string {
   return `${label}-${randomUUID()}`;
 }
 
+/**
+ * The control of a capability a test requires (`kit.outage`, `kit.damage`):
+ * the suite hands it to every test that requires the capability, so a
+ * missing one is the suite's own error.
+ */
+export function handed<T>(control: T | undefined, capability: string): T {
+  if (!control) throw new Error(`the ${capability} capability was declared but not handed to the test`);
+  return control;
+}
+
 /** Awaits `promise` and asserts it rejects with an adk-state error of `code` (and `name`). */
 export async function expectCode(promise: Promise<unknown>, code: string, name?: string): Promise<Error> {
   let caught: unknown;

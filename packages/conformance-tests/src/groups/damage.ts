@@ -9,7 +9,7 @@
  */
 import type { Session } from '@google/adk';
 import { expect } from 'vitest';
-import { type Group, ids, makeEvent, plain, put } from '../kit.js';
+import { type Group, handed, ids, makeEvent, plain, put } from '../kit.js';
 import type { ConformanceService, DamageControl, DamagedKey, Restore } from '../target.js';
 
 interface Failure {
@@ -66,8 +66,7 @@ export const damage: Group = {
       test(
         `${label}: reads of that session fail as unreadable data; the others read and list; an append through it writes whole or says it did not; put back, it reads as before`,
         async (kit) => {
-          const control = kit.damage;
-          if (!control) throw new Error('the damage capability was declared but not handed to the test');
+          const control = handed(kit.damage, 'damage');
           const { service, session, appName, userId } = await kit.fresh({ sessionId: 'hurt', state: { n: 0 } });
           const key = { appName, userId, sessionId: 'hurt' };
           const event = await put(service, session, { n: 1, 'user:u': 1, 'app:a': 1 });

@@ -6,7 +6,8 @@
  */
 import type { Session } from '@google/adk';
 import { expect } from 'vitest';
-import { allAwaited, type Group, put } from '../kit.js';
+import { allAwaited, type Group, handed, put } from '../kit.js';
+import type { OutageControl } from '../target.js';
 import { keysOf } from './session-keys.js';
 
 /** The deadline the outage tests give the service. */
@@ -58,14 +59,46 @@ interface BackendFailure {
   mayHaveApplied: unknown;
 }
 
+/**
+ * Runs every call at once while the backend is gone (it is brought back
+ * whatever happens), and checks that each rejects within the deadline with
+ * a `BackendError` that says, as a boolean, whether it may have applied.
+ * Returns those errors by call name.
+ */
+async function failuresWhileGone(
+  control: OutageControl,
+  calls: Record<string, () => Promise<unknown>>,
+): Promise<Map<string, BackendFailure>> {
+  let outcomes: Array<[string, Outcome]>;
+  await control.stop();
+  try {
+    outcomes = await allAwaited(
+      Object.entries(calls).map(
+        async ([name, call]): Promise<[string, Outcome]> => [name, await outcomeOf(call(), TIMEOUT_MS + MARGIN_MS)],
+      ),
+    );
+  } finally {
+    await control.start();
+  }
+  const failures = new Map<string, BackendFailure>();
+  for (const [name, outcome] of outcomes) {
+    expect(outcome.settled, `${name} must reject within ${TIMEOUT_MS + MARGIN_MS} ms`).toBe('rejected');
+    if (outcome.settled !== 'rejected') continue;
+    const error = outcome.error as BackendFailure;
+    expect([error.code, error.name], name).toEqual(['BACKEND_ERROR', 'BackendError']);
+    expect(typeof error.mayHaveApplied, `${name}: mayHaveApplied`).toBe('boolean');
+    failures.set(name, error);
+  }
+  return failures;
+}
+
 export const outage: Group = {
   title: 'a backend outage gives typed errors in bounded time, and the service recovers',
   define({ test }) {
     test(
       'with the backend gone every method rejects with a BackendError within timeoutMs; afterwards the same service works and nothing is half-applied',
       async (kit) => {
-        const control = kit.outage;
-        if (!control) throw new Error('the outage capability was declared but not handed to the test');
+        const control = handed(kit.outage, 'outage');
         const { service, session, appName } = await kit.fresh({
           sessionId: 's1',
           state: { n: 0 },
@@ -85,30 +118,9 @@ export const outage: Group = {
           getAppState: () => service.getAppState({ appName }),
         };
         const writes = new Set(['createSession', 'appendEvent', 'deleteSession']);
-        let outcomes: Array<[string, Outcome]>;
-        await control.stop();
-        try {
-          outcomes = await allAwaited(
-            Object.entries(calls).map(
-              async ([name, call]): Promise<[string, Outcome]> => [
-                name,
-                await outcomeOf(call(), TIMEOUT_MS + MARGIN_MS),
-              ],
-            ),
-          );
-        } finally {
-          await control.start();
-        }
-
-        const failures = new Map<string, BackendFailure>();
-        for (const [name, outcome] of outcomes) {
-          expect(outcome.settled, `${name} must reject within ${TIMEOUT_MS + MARGIN_MS} ms`).toBe('rejected');
-          if (outcome.settled !== 'rejected') continue;
-          const error = outcome.error as BackendFailure;
-          expect([error.code, error.name], name).toEqual(['BACKEND_ERROR', 'BackendError']);
-          expect(typeof error.mayHaveApplied, `${name}: mayHaveApplied`).toBe('boolean');
+        const failures = await failuresWhileGone(control, calls);
+        for (const [name, error] of failures) {
           if (!writes.has(name)) expect(error.mayHaveApplied, `${name} is a read`).toBe(false);
-          failures.set(name, error);
         }
 
         // The same service, once the backend is back: every write applied whole or not at all.
@@ -139,33 +151,17 @@ export const outage: Group = {
     test(
       'with the backend gone listSessionKeys and listAppNames reject with a BackendError within timeoutMs that says nothing was written; afterwards they answer',
       async (kit) => {
-        const control = kit.outage;
-        if (!control) throw new Error('the outage capability was declared but not handed to the test');
+        const control = handed(kit.outage, 'outage');
         const { service, appName, userId } = await kit.fresh({
           sessionId: 's1',
           serviceOptions: { timeoutMs: TIMEOUT_MS },
         });
         const keys = keysOf(service);
-        const calls: Array<[string, () => Promise<unknown>]> = [['listSessionKeys', () => keys(appName)]];
+        const calls: Record<string, () => Promise<unknown>> = { listSessionKeys: () => keys(appName) };
         const apps = (service as { listAppNames?: () => Promise<unknown> }).listAppNames;
-        if (typeof apps === 'function') calls.push(['listAppNames', () => apps.call(service)]);
-        let outcomes: Outcome[];
-        await control.stop();
-        try {
-          outcomes = await allAwaited(calls.map(([, call]) => outcomeOf(call(), TIMEOUT_MS + MARGIN_MS)));
-        } finally {
-          await control.start();
-        }
-        for (const [index, outcome] of outcomes.entries()) {
-          const name = (calls[index] as [string, unknown])[0];
-          expect(outcome.settled, `${name} must reject within ${TIMEOUT_MS + MARGIN_MS} ms`).toBe('rejected');
-          if (outcome.settled !== 'rejected') continue;
-          const error = outcome.error as BackendFailure;
-          expect([error.code, error.name, error.mayHaveApplied], name).toEqual([
-            'BACKEND_ERROR',
-            'BackendError',
-            false,
-          ]);
+        if (typeof apps === 'function') calls.listAppNames = () => apps.call(service);
+        for (const [name, error] of await failuresWhileGone(control, calls)) {
+          expect(error.mayHaveApplied, `${name} writes nothing`).toBe(false);
         }
         expect(await eventually(() => keys(appName))).toEqual([{ userId, sessionId: 's1' }]);
       },

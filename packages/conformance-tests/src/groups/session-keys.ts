@@ -6,7 +6,7 @@
  */
 import type { Session } from '@google/adk';
 import { expect } from 'vitest';
-import { type Group, ids, plain, put } from '../kit.js';
+import { type Group, handed, ids, plain, put } from '../kit.js';
 import type { ConformanceService } from '../target.js';
 
 interface SessionKey {
@@ -71,8 +71,7 @@ export const sessionKeys: Group = {
     test(
       'a session taken out of what the listing reads is still named, of its app and of its user; it reads whole or fails as unreadable data; put back, it lists and reads as before',
       async (kit) => {
-        const control = kit.damage;
-        if (!control) throw new Error('the damage capability was declared but not handed to the test');
+        const control = handed(kit.damage, 'damage');
         if (!control.listingEntry) {
           throw new Error("a target that declares both 'damage' and 'sessionKeys' must give damage.listingEntry");
         }
