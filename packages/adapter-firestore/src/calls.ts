@@ -32,6 +32,9 @@ interface BackoffSettings {
   totalTimeoutMillis?: number | null;
 }
 
+/** google-gax's retries of a streaming RPC within one attempt (its `retry-request` options), for a store call. */
+const NO_STREAM_RETRIES = Object.freeze({ retries: 0, noResponseRetries: 0 });
+
 /** Methods whose RPCs keep the client's timeout (see the module comment). */
 const UNBOUNDED_METHODS = new Set(['rollback']);
 
@@ -46,11 +49,22 @@ export function attachDeadlines(firestore: object): boolean {
     const call = scope.getStore();
     // Made once per RPC (its retries reuse the options): one request of the call, for its span.
     if (call?.usage) call.usage.roundTrips++;
-    if (!call || !Number.isFinite(call.deadline) || UNBOUNDED_METHODS.has(methodName)) return options;
-    if (typeof options !== 'object' || options === null) return options;
+    if (!call || UNBOUNDED_METHODS.has(methodName) || typeof options !== 'object' || options === null) return options;
+    const bound = options as {
+      timeout?: number;
+      retry?: { backoffSettings?: BackoffSettings };
+      retryRequestOptions?: object;
+    };
+    if (bound.retry === undefined && !('retryRequestOptions' in bound)) {
+      // google-gax retries a failed stream within each attempt of a streaming read (two more times,
+      // 2 s and 4 s apart, whatever the timeout), and the client then retries the read itself (up to
+      // five attempts, 1 s apart and growing): a read abandoned against a refused port kept the
+      // client busy for 45 s. The inner retries are left out; the client's own remain.
+      bound.retryRequestOptions = NO_STREAM_RETRIES;
+    }
+    if (!Number.isFinite(call.deadline)) return options;
     const timeLeft = () => Math.max(1, Math.ceil(call.deadline - Date.now()));
     const left = timeLeft();
-    const bound = options as { timeout?: number; retry?: { backoffSettings?: BackoffSettings } };
     // Read by the client at each attempt (it retries with the same options): the time left then.
     Object.defineProperty(bound, 'timeout', { get: timeLeft, enumerable: true, configurable: true });
     const retry = bound.retry;
@@ -78,7 +92,7 @@ export function attachDeadlines(firestore: object): boolean {
 }
 
 /**
- * Runs `work` outside any call: its RPCs keep the client's own timeouts.
+ * Runs `work` without the call's deadline: its RPCs keep the client's own timeouts.
  * For the reads of a read-write transaction: the first one begins the
  * transaction on the server, and a read cut off by the deadline would leave
  * a transaction whose locks nobody can release (the client never learns its
@@ -87,8 +101,8 @@ export function attachDeadlines(firestore: object): boolean {
  */
 export function withoutDeadline<T>(work: () => T): T {
   const call = scope.getStore();
-  if (call?.usage === undefined) return scope.exit(work);
-  // Still requests of the call, counted for its span, but with no deadline.
+  if (call === undefined) return work();
+  // Still requests of the call (counted for its span, their streams not retried within an attempt), with no deadline.
   const unbounded: StoreCall = {
     get signal() {
       return call.signal;
@@ -132,6 +146,50 @@ export async function settleAll<T extends readonly unknown[]>(
     values.push(result.value);
   }
   return values as unknown as T;
+}
+
+/**
+ * The promises a store has started and not yet seen settle: the calls it was
+ * given, and any read it runs beside them that may outlive its call. What
+ * `close()` waits for, so that the client is terminated with nothing of the
+ * store's still retrying in it.
+ */
+export class InFlight {
+  readonly #running = new Set<Promise<unknown>>();
+
+  /** Holds `promise` until it settles, and returns it as it is (its rejection still reaches its caller). */
+  track<T>(promise: Promise<T>): Promise<T> {
+    const running = this.#running;
+    running.add(promise);
+    const done = () => {
+      running.delete(promise);
+    };
+    promise.then(done, done);
+    return promise;
+  }
+
+  /**
+   * Resolves once every promise held now or added meanwhile has settled, or
+   * once `ms` have passed, with how many were still running then.
+   */
+  async settle(ms: number): Promise<number> {
+    const running = this.#running;
+    if (running.size === 0) return 0;
+    let timer: NodeJS.Timeout | undefined;
+    const waited = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, ms);
+    });
+    let over = false;
+    void waited.then(() => {
+      over = true;
+    });
+    try {
+      while (running.size > 0 && !over) await Promise.race([Promise.allSettled([...running]), waited]);
+    } finally {
+      clearTimeout(timer);
+    }
+    return running.size;
+  }
 }
 
 /** The gRPC status code of a client error (6 is ALREADY_EXISTS), if it has one. */

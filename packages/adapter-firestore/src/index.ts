@@ -9,6 +9,7 @@ import { FirestoreStore } from './store.js';
 
 export { DocumentTooLargeError, MAX_DOCUMENT_BYTES } from './limits.js';
 export {
+  DEFAULT_CLOSE_WAIT_MS,
   DEFAULT_ROOT_COLLECTION,
   DEFAULT_TTL_FIELD,
   type FirestoreSessionServiceOptions,

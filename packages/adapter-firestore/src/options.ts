@@ -38,6 +38,14 @@ export interface FirestoreStoreOptions {
   maxTransactionAttempts?: number;
   /** The clock for expiry times. Default `Date.now`. */
   now?: () => number;
+  /**
+   * How long `close()` waits, in milliseconds, for the store's calls that are
+   * still running in the client. After a call's deadline has passed,
+   * `@google-cloud/firestore` may still retry its reads for several seconds,
+   * and terminating the client meanwhile makes it reject those retries where
+   * nothing listens (an unhandled rejection). Default 30,000; 0 to not wait.
+   */
+  closeWaitMs?: number;
 }
 
 /** Options of {@link FirestoreSessionService}: the store's and the service's. */
@@ -53,6 +61,9 @@ export const DEFAULT_TTL_FIELD = 'expireAt';
 export const MAX_SESSION_TTL_SECONDS = 1_000 * 365.25 * 24 * 3_600;
 
 const MAX_TRANSACTION_ATTEMPTS = 100;
+
+export const DEFAULT_CLOSE_WAIT_MS = 30_000;
+const MAX_CLOSE_WAIT_MS = 600_000;
 
 /** The fields of a session document: `ttlField` must be none of them. */
 const RESERVED_FIELDS = new Set([
@@ -77,6 +88,7 @@ export interface StoreSettings {
   ttlField: string;
   maxTransactionAttempts: number;
   now: () => number;
+  closeWaitMs: number;
 }
 
 /** Checks the options of {@link FirestoreStore}; throws {@link InvalidArgumentError} for the first one that is off. */
@@ -93,6 +105,7 @@ export function checkStoreOptions(options: FirestoreStoreOptions): StoreSettings
     ttlField = DEFAULT_TTL_FIELD,
     maxTransactionAttempts = 10,
     now = Date.now,
+    closeWaitMs = DEFAULT_CLOSE_WAIT_MS,
   } = options;
   const expiry = expiryOf({ expireAfterIdleSeconds, expireAfterCreateSeconds }, { max: MAX_SESSION_TTL_SECONDS });
   if (
@@ -111,6 +124,7 @@ export function checkStoreOptions(options: FirestoreStoreOptions): StoreSettings
     max: MAX_TRANSACTION_ATTEMPTS,
   });
   if (typeof now !== 'function') throw new InvalidArgumentError('now', `must be a function, got ${typeof now}`);
+  assertPositiveNumber('closeWaitMs', closeWaitMs, { allowZero: true, max: MAX_CLOSE_WAIT_MS });
   return {
     firestore: options.firestore,
     rootCollection: checkRootCollection(options.rootCollection ?? DEFAULT_ROOT_COLLECTION),
@@ -118,6 +132,7 @@ export function checkStoreOptions(options: FirestoreStoreOptions): StoreSettings
     ttlField,
     maxTransactionAttempts,
     now,
+    closeWaitMs,
   };
 }
 

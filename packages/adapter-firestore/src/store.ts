@@ -73,7 +73,16 @@ import type {
   Timestamp,
   Transaction,
 } from '@google-cloud/firestore';
-import { ALREADY_EXISTS, attachDeadlines, checkCall, grpcCode, settleAll, withCall, withoutDeadline } from './calls.js';
+import {
+  ALREADY_EXISTS,
+  attachDeadlines,
+  checkCall,
+  grpcCode,
+  InFlight,
+  settleAll,
+  withCall,
+  withoutDeadline,
+} from './calls.js';
 import { documentId, documentIdParts, idOrder, isText, mayBeCut, numberKey, readText, storeText } from './encoding.js';
 import {
   decodeState,
@@ -136,6 +145,8 @@ export class FirestoreStore implements SessionStore {
   readonly #ttlField: string;
   readonly #maxAttempts: number;
   readonly #now: () => number;
+  readonly #closeWaitMs: number;
+  readonly #inFlight = new InFlight();
 
   constructor(options: FirestoreStoreOptions) {
     const settings = checkStoreOptions(options);
@@ -146,40 +157,62 @@ export class FirestoreStore implements SessionStore {
     this.#ttlField = settings.ttlField;
     this.#maxAttempts = settings.maxTransactionAttempts;
     this.#now = settings.now;
+    this.#closeWaitMs = settings.closeWaitMs;
     attachDeadlines(settings.firestore);
   }
 
+  /**
+   * Waits, up to `closeWaitMs`, for the store's calls that are still running
+   * in the client, so that `firestore.terminate()` after it finds none of them
+   * retrying; never terminates the client. Calls still running when the wait
+   * ends are named in a process warning.
+   */
+  async close(): Promise<void> {
+    const running = await this.#inFlight.settle(this.#closeWaitMs);
+    if (running > 0) {
+      process.emitWarning(
+        `adk-state: ${running} Firestore call(s) of the store were still running ${this.#closeWaitMs} ms after close() began; terminating the client before they end makes @google-cloud/firestore reject their retries where nothing listens`,
+        { type: 'AdkStateWarning', code: 'ADK_STATE_CALLS_RUNNING' },
+      );
+    }
+  }
+
+  /** Runs one store call in `call`'s scope (see `withCall`), held until it settles for {@link close}. */
+  #run<T>(call: StoreCall | undefined, work: () => Promise<T>): Promise<T> {
+    return this.#inFlight.track(withCall(call, work));
+  }
+
   createSession(input: CreateInput, call?: StoreCall): Promise<CreateResult> {
-    return withCall(call, () => this.#createSession(input, call));
+    return this.#run(call, () => this.#createSession(input, call));
   }
 
   loadSession(key: SessionKey, filter: EventFilter, call?: StoreCall): Promise<LoadResult | undefined> {
-    return withCall(call, () => this.#loadSession(key, filter, call));
+    return this.#run(call, () => this.#loadSession(key, filter, call));
   }
 
   /** The event documents written since the held revision, read with the session at one moment. */
   loadSessionSince(key: SessionKey, held: HeldSession, call?: StoreCall): Promise<SinceResult | undefined> {
-    return withCall(call, () => this.#loadSessionSince(key, held, call));
+    return this.#run(call, () => this.#loadSessionSince(key, held, call));
   }
 
   appendEvent(input: AppendInput, call?: StoreCall): Promise<AppendResult> {
-    return withCall(call, () => this.#appendEvent(input, call));
+    return this.#run(call, () => this.#appendEvent(input, call));
   }
 
   deleteSession(key: SessionKey, call?: StoreCall): Promise<void> {
-    return withCall(call, () => this.#deleteSession(key, call));
+    return this.#run(call, () => this.#deleteSession(key, call));
   }
 
   listSessions(query: ListQuery, call?: StoreCall): Promise<ListResult> {
-    return withCall(call, () => this.#listSessions(query, call));
+    return this.#run(call, () => this.#listSessions(query, call));
   }
 
   readUserState(appName: string, userId: string, call?: StoreCall): Promise<Bucket> {
-    return withCall(call, async () => decodeState((await this.#layout.user(appName, userId).get()).get('state')));
+    return this.#run(call, async () => decodeState((await this.#layout.user(appName, userId).get()).get('state')));
   }
 
   readAppState(appName: string, call?: StoreCall): Promise<Bucket> {
-    return withCall(call, async () => decodeState((await this.#layout.app(appName).get()).get('state')));
+    return this.#run(call, async () => decodeState((await this.#layout.app(appName).get()).get('state')));
   }
 
   /**
@@ -189,7 +222,7 @@ export class FirestoreStore implements SessionStore {
    * left out, with a process warning).
    */
   listAppNames(call?: StoreCall): Promise<string[]> {
-    return withCall(call, async () => {
+    return this.#run(call, async () => {
       const names: string[] = [];
       for (const app of await this.#layout.root.listDocuments()) {
         const first = await app.collection(SESSIONS).limit(APP_NAMERS).get();
@@ -216,7 +249,7 @@ export class FirestoreStore implements SessionStore {
    * with a process warning.
    */
   listSessionKeys(appName: string, userId: string | undefined, call?: StoreCall): Promise<StoredSessionKey[]> {
-    return withCall(call, async () => {
+    return this.#run(call, async () => {
       const keys: StoredSessionKey[] = [];
       const heads = await this.#layout.sessions(appName).select('userId', 'id').get();
       for (const head of heads.docs) {
@@ -384,7 +417,8 @@ export class FirestoreStore implements SessionStore {
       // Not settled together with the transaction's read: when the first read of a transaction fails,
       // @google-cloud/firestore (8.x, 9.x) leaves a rejected promise that only its rollback handles, and
       // the rollback must come at once. The bucket read's own failure is handled here, and seen below.
-      bucketRead.catch(() => undefined);
+      // Held for close() too: it may run on after the call has failed.
+      this.#inFlight.track(bucketRead).catch(() => undefined);
       const [session, existing] = await tx.getAll(refs.session, eventRef);
       const buckets = await bucketRead;
       if (!session?.exists) return { status: 'missing' };

@@ -61,6 +61,8 @@ runConformanceSuite({
     return service;
   },
   async destroy(service) {
+    // In the documented order: the service waits for its calls still running in the client.
+    await service.close();
     await clients.get(service)?.terminate();
   },
   capabilities: {

@@ -30,11 +30,25 @@ afterAll(() => {
   process.off('unhandledRejection', onUnhandled);
 });
 
-/** A client of a closed loopback port. */
-async function deadClient(): Promise<Firestore> {
-  // The client reads FIRESTORE_EMULATOR_HOST when it is made, and prefers it to `host`: point it at the closed port.
+/** The codes of the process warnings emitted from now until `stop()` (delivered on a later tick, so it waits one). */
+function warningsWhile(): { stop(): Promise<string[]> } {
+  const codes: string[] = [];
+  const onWarning = (warning: Error & { code?: string }) => codes.push(warning.code ?? warning.name);
+  process.on('warning', onWarning);
+  return {
+    async stop() {
+      await new Promise((resolve) => setImmediate(resolve));
+      process.off('warning', onWarning);
+      return codes;
+    },
+  };
+}
+
+/** A client of a loopback port (by default one that refuses connections). */
+async function deadClient(port?: number): Promise<Firestore> {
+  // The client reads FIRESTORE_EMULATOR_HOST when it is made, and prefers it to `host`: point it at the port.
   const emulatorHost = process.env.FIRESTORE_EMULATOR_HOST;
-  process.env.FIRESTORE_EMULATOR_HOST = `127.0.0.1:${await closedPort()}`;
+  process.env.FIRESTORE_EMULATOR_HOST = `127.0.0.1:${port ?? (await closedPort())}`;
   try {
     return new Firestore({
       projectId: TEST_PROJECT_ID,
@@ -84,13 +98,16 @@ it('with nothing listening, each method rejects with a BackendError within 8 s, 
       expect((error as BackendError).mayHaveApplied, name).toBe(false);
     }
   }
+  // The client still retries the abandoned calls' reads; close() waits for them to end, so that the
+  // client is terminated with none of them in it. (A retry that finds the client terminated rejects
+  // where nothing listens, "The client has already been terminated".)
+  const warned = warningsWhile();
   await expect(service.close()).resolves.toBeUndefined();
-  await new Promise((resolve) => setTimeout(resolve, 100));
+  expect(await warned.stop()).toEqual([]);
+  await firestore.terminate();
+  await new Promise((resolve) => setTimeout(resolve, 3_000));
   expect(unhandled).toEqual([]);
-  // The client is left open: terminate() while @google-cloud/firestore still waits to retry a failed
-  // read (its own backoff, a few seconds) makes that retry reject where nothing listens ("The client
-  // has already been terminated"), whoever sent the read.
-}, 60_000);
+}, 90_000);
 
 it("once the deadline has passed, the store's own work against a dead backend ends too, with nothing unhandled", async () => {
   // The store alone, without the service's race against the deadline: every promise it returns settles.
@@ -133,3 +150,27 @@ it("once the deadline has passed, the store's own work against a dead backend en
   await new Promise((resolve) => setTimeout(resolve, 100));
   expect(unhandled).toEqual([]);
 }, 120_000);
+
+it('against a server that never answers, close() gives up after closeWaitMs and says so in a warning', async () => {
+  // Accepts connections and never answers: a transaction's first read keeps the client's own timeout.
+  const sockets: net.Socket[] = [];
+  const server = net.createServer((socket) => sockets.push(socket));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const firestore = await deadClient((server.address() as net.AddressInfo).port);
+  const service = new FirestoreSessionService({ firestore, timeoutMs: 500, closeWaitMs: 1_000 });
+  await expect(service.createSession({ appName: 'silent-app', userId: 'u1', sessionId: 's1' })).rejects.toBeInstanceOf(
+    BackendError,
+  );
+  const warned = warningsWhile();
+  const started = Date.now();
+  await service.close();
+  const waited = Date.now() - started;
+  expect(await warned.stop()).toEqual(['ADK_STATE_CALLS_RUNNING']);
+  expect(waited).toBeGreaterThanOrEqual(900);
+  expect(waited).toBeLessThan(5_000);
+  // The client is left open (terminating it now is what the warning cautions against); the server goes,
+  // and the client's retries of the read end on their own.
+  for (const socket of sockets) socket.destroy();
+  server.close();
+  expect(unhandled).toEqual([]);
+}, 30_000);

@@ -59,9 +59,14 @@ describe('deadlines reach the client', () => {
     const call = { signal: new AbortController().signal, deadline: Date.now() + 5_000 };
     return withCall(call, async () => {
       await Promise.resolve();
-      const read = client.createCallOptions('batchGetDocuments') as unknown as { timeout: number };
+      const read = client.createCallOptions('batchGetDocuments') as unknown as {
+        timeout: number;
+        retryRequestOptions: unknown;
+      };
       expect(read.timeout).toBeGreaterThan(4_000);
       expect(read.timeout).toBeLessThanOrEqual(5_000);
+      // A stream is not retried within an attempt (the client's own attempts remain).
+      expect(read.retryRequestOptions).toEqual({ retries: 0, noResponseRetries: 0 });
       const commit = client.createCallOptions('commit') as unknown as { timeout: number; retry: typeof retry };
       expect(commit.retry.backoffSettings.totalTimeoutMillis).toBeLessThanOrEqual(5_000);
       expect(commit.retry.retryCodes).toEqual([14]);

@@ -221,12 +221,16 @@ describe('session time-to-live', () => {
       { maxTransactionAttempts: 1.5 },
       { maxTransactionAttempts: 1e6 },
       { now: 'yesterday' as unknown as () => number },
+      { closeWaitMs: -1 },
+      { closeWaitMs: Number.POSITIVE_INFINITY },
+      { closeWaitMs: 1e9 },
     ];
     for (const options of refused) {
       expect(() => service(options), JSON.stringify(options)).toThrow(InvalidArgumentError);
     }
     expect(() => new FirestoreSessionService({} as FirestoreSessionServiceOptions)).toThrow(InvalidArgumentError);
     expect(service({ expireAfterIdleSeconds: 30 * 24 * 3_600, maxTransactionAttempts: 100 })).toBeDefined();
+    expect(service({ closeWaitMs: 0 })).toBeDefined();
   });
 });
 

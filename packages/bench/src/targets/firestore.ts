@@ -33,10 +33,15 @@ export const firestoreStore = defineTarget<FirestoreBackend>({
       };
     }
     const service = new FirestoreSessionService({ firestore, rootCollection: ROOT_COLLECTION });
+    const sharingReads = new FirestoreSessionService({
+      firestore,
+      rootCollection: ROOT_COLLECTION,
+      shareReadEvents: true,
+    });
     const seeding = await import('@adk-state/adapter-firestore/seed');
     return {
       service,
-      sharingReads: new FirestoreSessionService({ firestore, rootCollection: ROOT_COLLECTION, shareReadEvents: true }),
+      sharingReads,
       documentsRead: () => documents,
       // The adapter's own bulk seeder writes the documents its appends would write.
       seed: adapterSeeder(seeding, service.store),
@@ -52,6 +57,8 @@ export const firestoreStore = defineTarget<FirestoreBackend>({
         },
       },
       async close() {
+        // The services first: each waits for its calls still running in the client.
+        await Promise.all([service.close(), sharingReads.close()]);
         await firestore.terminate();
       },
     };
