@@ -235,7 +235,12 @@ export interface SessionStore {
    * session too.
    */
   listSessionKeys?(appName: string, userId: string | undefined, call?: StoreCall): Promise<StoredSessionKey[]>;
-  /** Releases what the store opened itself (never a client the caller passed in). */
+  /**
+   * Releases what the store opened itself (never a client the caller passed
+   * in). A store whose client may go on with a call after its deadline (its
+   * own retries) can wait here, for a bounded time, for those calls to end,
+   * so that the caller's client can be closed after it with none in flight.
+   */
   close?(): Promise<void>;
 }
 
