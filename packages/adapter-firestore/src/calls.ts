@@ -14,9 +14,10 @@
  * method (a future major) keeps its own timeouts, and the service's deadline
  * still bounds every call.
  *
- * A transaction's reads and its rollback keep the client's own timeouts
- * (see {@link withoutDeadline}): they begin and end the transaction's locks,
- * and should finish even after the call has given up.
+ * A transaction's reads keep the client's own timeouts (see
+ * {@link withoutDeadline}), and its rollback gets {@link ROLLBACK_MS} of its
+ * own: they begin and end the transaction's locks, and should finish even
+ * after the call has given up.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { callAbandoned, type StoreCall } from '@adk-state/core/store';
@@ -35,8 +36,15 @@ interface BackoffSettings {
 /** google-gax's retries of a streaming RPC within one attempt (its `retry-request` options), for a store call. */
 const NO_STREAM_RETRIES = Object.freeze({ retries: 0, noResponseRetries: 0 });
 
-/** Methods whose RPCs keep the client's timeout (see the module comment). */
-const UNBOUNDED_METHODS = new Set(['rollback']);
+/**
+ * How long a rollback may take, the client's retries of it included, from
+ * when it is sent, whatever the call's deadline. It releases the locks of a
+ * transaction the call abandoned, so it outlives the call; but the client's
+ * own bound is a minute of retries against a backend that is gone (and the
+ * 7.x client rolls back even a transaction that never began), while the
+ * server ends an idle transaction by itself.
+ */
+export const ROLLBACK_MS = 10_000;
 
 /** Wraps `firestore.createCallOptions` once; false when the client has no such method. */
 export function attachDeadlines(firestore: object): boolean {
@@ -49,21 +57,23 @@ export function attachDeadlines(firestore: object): boolean {
     const call = scope.getStore();
     // Made once per RPC (its retries reuse the options): one request of the call, for its span.
     if (call?.usage) call.usage.roundTrips++;
-    if (!call || UNBOUNDED_METHODS.has(methodName) || typeof options !== 'object' || options === null) return options;
+    if (!call || typeof options !== 'object' || options === null) return options;
+    const rollback = methodName === 'rollback';
+    const deadline = rollback ? Date.now() + ROLLBACK_MS : call.deadline;
     const bound = options as {
       timeout?: number;
       retry?: { backoffSettings?: BackoffSettings };
       retryRequestOptions?: object;
     };
-    if (bound.retry === undefined && !('retryRequestOptions' in bound)) {
+    if (!rollback && bound.retry === undefined && !('retryRequestOptions' in bound)) {
       // google-gax retries a failed stream within each attempt of a streaming read (two more times,
       // 2 s and 4 s apart, whatever the timeout), and the client then retries the read itself (up to
       // five attempts, 1 s apart and growing): a read abandoned against a refused port kept the
       // client busy for 45 s. The inner retries are left out; the client's own remain.
       bound.retryRequestOptions = NO_STREAM_RETRIES;
     }
-    if (!Number.isFinite(call.deadline)) return options;
-    const timeLeft = () => Math.max(1, Math.ceil(call.deadline - Date.now()));
+    if (!Number.isFinite(deadline)) return options;
+    const timeLeft = () => Math.max(1, Math.ceil(deadline - Date.now()));
     const left = timeLeft();
     // Read by the client at each attempt (it retries with the same options): the time left then.
     Object.defineProperty(bound, 'timeout', { get: timeLeft, enumerable: true, configurable: true });

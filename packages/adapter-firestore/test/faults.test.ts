@@ -8,7 +8,7 @@ import { AlreadyExistsError, BackendError } from '@adk-state/core';
 import { createEvent } from '@google/adk';
 import type { Firestore, Transaction } from '@google-cloud/firestore';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { attachDeadlines, withCall } from '../src/calls.js';
+import { attachDeadlines, ROLLBACK_MS, withCall } from '../src/calls.js';
 import { FirestoreSessionService } from '../src/index.js';
 import { emulatorClient } from './support/client.js';
 
@@ -72,8 +72,11 @@ describe('deadlines reach the client', () => {
       expect(commit.retry.retryCodes).toEqual([14]);
       // The client's shared defaults are left alone.
       expect(retry.backoffSettings.totalTimeoutMillis).toBe(600_000);
-      // A rollback releases the locks of an abandoned transaction: it keeps the client's timeout.
-      expect(client.createCallOptions('rollback')).toEqual({ otherArgs: { methodName: 'rollback' } });
+      // A rollback releases the locks of an abandoned transaction: a bound of its own, past the call's.
+      const rollback = client.createCallOptions('rollback') as unknown as { timeout: number };
+      expect(rollback.timeout).toBeGreaterThan(ROLLBACK_MS - 1_000);
+      expect(rollback.timeout).toBeLessThanOrEqual(ROLLBACK_MS);
+      expect(rollback).not.toHaveProperty('retryRequestOptions');
     });
   });
 
