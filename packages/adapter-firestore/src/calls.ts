@@ -101,6 +101,32 @@ export function attachDeadlines(firestore: object): boolean {
   return true;
 }
 
+const guardedPools = new WeakSet<object>();
+
+/**
+ * Keeps a terminated client from ending the host process. When `terminate()`
+ * comes while `@google-cloud/firestore` waits to retry a streaming read, the
+ * retry's `ClientPool.run` rejects ("The client has already been terminated")
+ * in a promise the client drops: an unhandled rejection. For the RPCs of the
+ * store's own calls (and only those) that rejection is marked handled here:
+ * the call that sent the read has failed at its deadline already, and the read
+ * never settles. The rest of the application's use of the client is left
+ * alone, and a client without that pool (another major) as it is; closing the
+ * service before terminating the client avoids the case altogether.
+ */
+export function guardTerminatedRetries(firestore: object): void {
+  const pool = (firestore as { _clientPool?: { run?: unknown } })._clientPool;
+  if (typeof pool !== 'object' || pool === null || guardedPools.has(pool)) return;
+  const run = pool.run;
+  if (typeof run !== 'function') return;
+  pool.run = function guardedRun(this: unknown, ...args: unknown[]) {
+    const result: unknown = run.apply(this, args);
+    if (result instanceof Promise && scope.getStore() !== undefined) result.catch(() => undefined);
+    return result;
+  };
+  guardedPools.add(pool);
+}
+
 /**
  * Runs `work` without the call's deadline: its RPCs keep the client's own timeouts.
  * For the reads of a read-write transaction: the first one begins the

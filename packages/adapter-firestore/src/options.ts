@@ -40,10 +40,9 @@ export interface FirestoreStoreOptions {
   now?: () => number;
   /**
    * How long `close()` waits, in milliseconds, for the store's calls that are
-   * still running in the client. After a call's deadline has passed,
-   * `@google-cloud/firestore` may still retry its reads for several seconds,
-   * and terminating the client meanwhile makes it reject those retries where
-   * nothing listens (an unhandled rejection). Default 30,000; 0 to not wait.
+   * still running in the client: after a call's deadline has passed,
+   * `@google-cloud/firestore` may still retry its reads for several seconds.
+   * Default 30,000; 0 to not wait.
    */
   closeWaitMs?: number;
 }

@@ -78,6 +78,7 @@ import {
   attachDeadlines,
   checkCall,
   grpcCode,
+  guardTerminatedRetries,
   InFlight,
   settleAll,
   withCall,
@@ -159,19 +160,21 @@ export class FirestoreStore implements SessionStore {
     this.#now = settings.now;
     this.#closeWaitMs = settings.closeWaitMs;
     attachDeadlines(settings.firestore);
+    guardTerminatedRetries(settings.firestore);
   }
 
   /**
    * Waits, up to `closeWaitMs`, for the store's calls that are still running
    * in the client, so that `firestore.terminate()` after it finds none of them
    * retrying; never terminates the client. Calls still running when the wait
-   * ends are named in a process warning.
+   * ends are named in a process warning. (Terminating the client while they
+   * run does not end the process either: see `guardTerminatedRetries`.)
    */
   async close(): Promise<void> {
     const running = await this.#inFlight.settle(this.#closeWaitMs);
     if (running > 0) {
       process.emitWarning(
-        `adk-state: ${running} Firestore call(s) of the store were still running ${this.#closeWaitMs} ms after close() began; terminating the client before they end makes @google-cloud/firestore reject their retries where nothing listens`,
+        `adk-state: ${running} Firestore call(s) of the store were still running in the client ${this.#closeWaitMs} ms after close() began (their calls have failed already); terminating the client ends them unfinished`,
         { type: 'AdkStateWarning', code: 'ADK_STATE_CALLS_RUNNING' },
       );
     }

@@ -109,6 +109,29 @@ it('with nothing listening, each method rejects with a BackendError within 8 s, 
   expect(unhandled).toEqual([]);
 }, 90_000);
 
+it('a client terminated without closing the service first, while it still retries the calls, leaves nothing unhandled', async () => {
+  const firestore = await deadClient();
+  const service = new FirestoreSessionService({ firestore, timeoutMs: 1_000 });
+  const key = { appName: 'dead-app', userId: 'u1', sessionId: 's1' };
+  const failed = await Promise.allSettled([
+    service.getSession(key),
+    service.listSessions({ appName: key.appName }),
+    service.getUserState(key),
+    service.createSession(key),
+  ]);
+  expect(failed.map((each) => each.status === 'rejected' && each.reason instanceof BackendError)).toEqual([
+    true,
+    true,
+    true,
+    true,
+  ]);
+  // Against the advice of the README (close() first): the client's retries of those reads then find it
+  // terminated. They would come within about 10 s (five attempts, 1 s apart and growing).
+  await firestore.terminate();
+  await new Promise((resolve) => setTimeout(resolve, 12_000));
+  expect(unhandled).toEqual([]);
+}, 60_000);
+
 it("once the deadline has passed, the store's own work against a dead backend ends too, with nothing unhandled", async () => {
   // The store alone, without the service's race against the deadline: every promise it returns settles.
   const store = new FirestoreStore({ firestore: await deadClient() });
@@ -168,8 +191,8 @@ it('against a server that never answers, close() gives up after closeWaitMs and 
   expect(await warned.stop()).toEqual(['ADK_STATE_CALLS_RUNNING']);
   expect(waited).toBeGreaterThanOrEqual(900);
   expect(waited).toBeLessThan(5_000);
-  // The client is left open (terminating it now is what the warning cautions against); the server goes,
-  // and the client's retries of the read end on their own.
+  // The client is left open (its terminate() would wait for the read the server never answers); the
+  // server goes, and the client's retries of the read end on their own.
   for (const socket of sockets) socket.destroy();
   server.close();
   expect(unhandled).toEqual([]);
