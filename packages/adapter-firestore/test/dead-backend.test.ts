@@ -191,8 +191,7 @@ it('against a server that never answers, close() gives up after closeWaitMs and 
   expect(await warned.stop()).toEqual(['ADK_STATE_CALLS_RUNNING']);
   expect(waited).toBeGreaterThanOrEqual(900);
   expect(waited).toBeLessThan(5_000);
-  // The client is left open (its terminate() would wait for the read the server never answers); the
-  // server goes, and the client's retries of the read end on their own.
+  // The client is left open here; the server goes, and the client's retries of the read end on their own.
   for (const socket of sockets) socket.destroy();
   server.close();
   expect(unhandled).toEqual([]);
