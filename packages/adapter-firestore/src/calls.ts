@@ -14,9 +14,9 @@
  * method (a future major) keeps its own timeouts, and the service's deadline
  * still bounds every call.
  *
- * A transaction's reads keep the client's own timeouts (see
- * {@link withoutDeadline}), and its rollback gets {@link ROLLBACK_MS} of its
- * own: they begin and end the transaction's locks, and should finish even
+ * A transaction's reads get {@link TRANSACTION_GRACE_MS} past the deadline
+ * (see {@link withTransactionGrace}), and its rollback {@link ROLLBACK_MS} of
+ * its own: they begin and end the transaction's locks, and should finish even
  * after the call has given up.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
@@ -128,25 +128,33 @@ export function guardTerminatedRetries(firestore: object): void {
 }
 
 /**
- * Runs `work` without the call's deadline: its RPCs keep the client's own timeouts.
- * For the reads of a read-write transaction: the first one begins the
- * transaction on the server, and a read cut off by the deadline would leave
- * a transaction whose locks nobody can release (the client never learns its
- * id) until the server expires it. Left to finish, the read returns the id,
- * the store stops at its next step, and the client rolls the transaction back.
+ * How long past the call's deadline the reads of a read-write transaction
+ * may run, the client's retries included (see {@link withTransactionGrace}).
  */
-export function withoutDeadline<T>(work: () => T): T {
+export const TRANSACTION_GRACE_MS = 10_000;
+
+/**
+ * Runs `work` with the call's deadline moved {@link TRANSACTION_GRACE_MS}
+ * later, for the reads of a read-write transaction: the first one begins the
+ * transaction on the server, and a read cut off at the deadline could leave
+ * a transaction whose locks nobody releases (the client never learns its id)
+ * until the server ends it. Given the grace, a read that the server answers
+ * late still returns the id, the store stops at its next step, and the client
+ * rolls the transaction back; a server that answers nothing within it does
+ * not keep the client's work going (the client's own bound is minutes).
+ */
+export function withTransactionGrace<T>(work: () => T): T {
   const call = scope.getStore();
   if (call === undefined) return work();
-  // Still requests of the call (counted for its span, their streams not retried within an attempt), with no deadline.
-  const unbounded: StoreCall = {
+  // Still requests of the call (counted for its span, their streams not retried within an attempt).
+  const graced: StoreCall = {
     get signal() {
       return call.signal;
     },
-    deadline: Number.POSITIVE_INFINITY,
+    deadline: call.deadline + TRANSACTION_GRACE_MS,
     usage: call.usage,
   };
-  return scope.run(unbounded, work);
+  return scope.run(graced, work);
 }
 
 /** Runs `work` as part of `call`: the RPCs it sends carry the call's deadline. */

@@ -82,7 +82,7 @@ import {
   InFlight,
   settleAll,
   withCall,
-  withoutDeadline,
+  withTransactionGrace,
 } from './calls.js';
 import { documentId, documentIdParts, idOrder, isText, mayBeCut, numberKey, readText, storeText } from './encoding.js';
 import {
@@ -655,8 +655,9 @@ export class FirestoreStore implements SessionStore {
   /**
    * A read-write transaction that stops once the call's deadline has passed:
    * no attempt starts after it, and no commit is sent after it. Its reads
-   * keep the client's timeouts (see `withoutDeadline`), so that an abandoned
-   * transaction is rolled back rather than left holding its locks. A failure
+   * get a grace past the deadline (see `withTransactionGrace`), so that an
+   * abandoned transaction is rolled back rather than left holding its locks
+   * whenever the server answers within it. A failure
    * before any attempt got as far as its commit is a {@link BackendError}
    * that says nothing was written; after that, the outcome is unknown and
    * the error is passed on as it is (core then says it may have applied).
@@ -672,7 +673,7 @@ export class FirestoreStore implements SessionStore {
         return await this.firestore.runTransaction(
           async (tx) => {
             checkCall(call);
-            const result = await withoutDeadline(() => run(tx));
+            const result = await withTransactionGrace(() => run(tx));
             checkCall(call);
             // The client sends the commit as soon as this returns.
             committed = true;

@@ -9,6 +9,7 @@ import { TEST_PROJECT_ID } from '@adk-state/test-servers/firestore/env';
 import { createEvent, createEventActions, type Session } from '@google/adk';
 import { Firestore } from '@google-cloud/firestore';
 import { afterAll, expect, it } from 'vitest';
+import { TRANSACTION_GRACE_MS } from '../src/calls.js';
 import { FirestoreSessionService, FirestoreStore } from '../src/index.js';
 
 /** A loopback port that was just bound and closed again: connections to it are refused. */
@@ -175,7 +176,7 @@ it("once the deadline has passed, the store's own work against a dead backend en
 }, 120_000);
 
 it('against a server that never answers, close() gives up after closeWaitMs and says so in a warning', async () => {
-  // Accepts connections and never answers: a transaction's first read keeps the client's own timeout.
+  // Accepts connections and never answers: a transaction's first read runs past the deadline (its grace).
   const sockets: net.Socket[] = [];
   const server = net.createServer((socket) => sockets.push(socket));
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -196,3 +197,33 @@ it('against a server that never answers, close() gives up after closeWaitMs and 
   server.close();
   expect(unhandled).toEqual([]);
 }, 30_000);
+
+it("against a server that never answers, a transaction's work in the client ends within its grace and the client's pauses", async () => {
+  const sockets: net.Socket[] = [];
+  const server = net.createServer((socket) => sockets.push(socket));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  try {
+    const store = new FirestoreStore({ firestore: await deadClient((server.address() as net.AddressInfo).port) });
+    const started = Date.now();
+    const deadline = started + 500;
+    const write = store.createSession(
+      {
+        key: { appName: 'silent-app', userId: 'u1', sessionId: 's2' },
+        state: new Map(),
+        userDelta: new Map(),
+        appDelta: new Map(),
+        createTime: 1,
+        revision: 1,
+      },
+      { signal: AbortSignal.timeout(500), deadline },
+    );
+    // The store's own promise (the service gives up at the deadline; this is what runs on in the client).
+    await expect(write).rejects.toBeDefined();
+    // Not minutes (the client's own bounds): the reads' grace, then the client's pauses between attempts.
+    expect(Date.now() - deadline).toBeLessThan(TRANSACTION_GRACE_MS + 20_000);
+    expect(unhandled).toEqual([]);
+  } finally {
+    for (const socket of sockets) socket.destroy();
+    server.close();
+  }
+}, 60_000);
