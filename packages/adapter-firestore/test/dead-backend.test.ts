@@ -175,12 +175,24 @@ it("once the deadline has passed, the store's own work against a dead backend en
   expect(unhandled).toEqual([]);
 }, 120_000);
 
-it('against a server that never answers, close() gives up after closeWaitMs and says so in a warning', async () => {
-  // Accepts connections and never answers: a transaction's first read runs past the deadline (its grace).
+/** A loopback server that accepts connections and never answers; `close()` drops them and stops it. */
+async function silentServer(): Promise<{ port: number; close(): void }> {
   const sockets: net.Socket[] = [];
   const server = net.createServer((socket) => sockets.push(socket));
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const firestore = await deadClient((server.address() as net.AddressInfo).port);
+  return {
+    port: (server.address() as net.AddressInfo).port,
+    close() {
+      for (const socket of sockets) socket.destroy();
+      server.close();
+    },
+  };
+}
+
+it('against a server that never answers, close() gives up after closeWaitMs and says so in a warning', async () => {
+  // A transaction's first read runs past the deadline (its grace).
+  const server = await silentServer();
+  const firestore = await deadClient(server.port);
   const service = new FirestoreSessionService({ firestore, timeoutMs: 500, closeWaitMs: 1_000 });
   await expect(service.createSession({ appName: 'silent-app', userId: 'u1', sessionId: 's1' })).rejects.toBeInstanceOf(
     BackendError,
@@ -193,17 +205,14 @@ it('against a server that never answers, close() gives up after closeWaitMs and 
   expect(waited).toBeGreaterThanOrEqual(900);
   expect(waited).toBeLessThan(5_000);
   // The client is left open here; the server goes, and the client's retries of the read end on their own.
-  for (const socket of sockets) socket.destroy();
   server.close();
   expect(unhandled).toEqual([]);
 }, 30_000);
 
 it("against a server that never answers, a transaction's work in the client ends within its grace and the client's pauses", async () => {
-  const sockets: net.Socket[] = [];
-  const server = net.createServer((socket) => sockets.push(socket));
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const server = await silentServer();
   try {
-    const store = new FirestoreStore({ firestore: await deadClient((server.address() as net.AddressInfo).port) });
+    const store = new FirestoreStore({ firestore: await deadClient(server.port) });
     const started = Date.now();
     const deadline = started + 500;
     const write = store.createSession(
@@ -223,7 +232,6 @@ it("against a server that never answers, a transaction's work in the client ends
     expect(Date.now() - deadline).toBeLessThan(TRANSACTION_GRACE_MS + 20_000);
     expect(unhandled).toEqual([]);
   } finally {
-    for (const socket of sockets) socket.destroy();
     server.close();
   }
 }, 60_000);
