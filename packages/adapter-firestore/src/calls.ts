@@ -20,7 +20,7 @@
  * after the call has given up.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { callAbandoned, type StoreCall } from '@adk-state/core/store';
+import { callAbandoned, type StoreCall, settledWithin } from '@adk-state/core/store';
 
 const scope = new AsyncLocalStorage<StoreCall>();
 const attached = new WeakSet<object>();
@@ -218,19 +218,10 @@ export class InFlight {
    */
   async settle(ms: number): Promise<number> {
     const running = this.#running;
-    if (running.size === 0) return 0;
-    let timer: NodeJS.Timeout | undefined;
-    const waited = new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, ms);
-    });
-    let over = false;
-    void waited.then(() => {
-      over = true;
-    });
-    try {
-      while (running.size > 0 && !over) await Promise.race([Promise.allSettled([...running]), waited]);
-    } finally {
-      clearTimeout(timer);
+    const end = performance.now() + ms;
+    while (running.size > 0) {
+      const left = end - performance.now();
+      if (left <= 0 || !(await settledWithin(left, Promise.allSettled([...running])))) break;
     }
     return running.size;
   }

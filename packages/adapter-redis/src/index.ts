@@ -5,7 +5,7 @@
  * app spread over several slots travel through an outbox (see `outbox.ts`).
  */
 import { InvalidArgumentError, StateSessionService, type StateSessionServiceOptions } from '@adk-state/core';
-import { expiryOf } from '@adk-state/core/store';
+import { expiryOf, settledWithin } from '@adk-state/core/store';
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
 import * as ioredis from 'ioredis';
 import { type CommandClient, RedisClass, type ReplicaWait } from './connection.js';
@@ -374,7 +374,9 @@ async function quit(client: Redis | Cluster): Promise<void> {
   if (client.status === 'end') return;
   const ended = new Promise<void>((resolve) => client.once('end', () => resolve()));
   // A cluster ends some time after its nodes answered QUIT: wait for both.
-  if (client.status === 'ready') await within(QUIT_TIMEOUT_MS, Promise.all([client.quit().catch(() => {}), ended]));
+  if (client.status === 'ready') {
+    await settledWithin(QUIT_TIMEOUT_MS, Promise.all([client.quit().catch(() => {}), ended]));
+  }
   const status = client.status as string;
   if (status !== 'end') {
     client.disconnect();
@@ -388,18 +390,5 @@ async function quit(client: Redis | Cluster): Promise<void> {
       );
     }
   }
-  await within(END_TIMEOUT_MS, ended);
-}
-
-/** Waits for `promise`, but no longer than `ms`. */
-async function within(ms: number, promise: Promise<unknown>): Promise<void> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<void>((resolve) => {
-    timer = setTimeout(resolve, ms);
-  });
-  try {
-    await Promise.race([promise, late]);
-  } finally {
-    clearTimeout(timer);
-  }
+  await settledWithin(END_TIMEOUT_MS, ended);
 }

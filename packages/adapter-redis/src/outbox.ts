@@ -43,7 +43,7 @@
  * the two slots makes a read fail.
  */
 import { setMaxListeners } from 'node:events';
-import { type StoreCall, ToldOnce } from '@adk-state/core/store';
+import { type StoreCall, settledWithin, ToldOnce } from '@adk-state/core/store';
 import { type AppKeys, appKeys, FIELD, type ShardKeys, shardKeys } from './keys.js';
 import { APPLY, argList, keyList, PEEK, RAISE, READ_APP, type Script } from './scripts.js';
 
@@ -606,12 +606,7 @@ export class Outbox {
       const cut = id.indexOf('#');
       this.#handOver(id.slice(cut + 1), Number(id.slice(0, cut)));
     }
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const waited = new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, CLOSE_WAIT_MS);
-    });
-    await Promise.race([Promise.all([...this.#drains]), waited]);
-    clearTimeout(timer);
+    await settledWithin(CLOSE_WAIT_MS, Promise.all([...this.#drains]));
     this.#stop.abort();
     await Promise.all([...this.#drains]);
   }

@@ -41,3 +41,4 @@ export { CONSISTENT_READ_ATTEMPTS, ConsistentReadContention, callAbandoned } fro
 export type { StoreUsage } from './telemetry.js';
 export { ToldOnce } from './told.js';
 export { unreadableText } from './values.js';
+export { settledWithin } from './waits.js';
