@@ -49,6 +49,13 @@ export interface BenchOptions {
   maxSampleMs: number;
   /** A raw round-trip sample stops early after this long. */
   probeMaxMs: number;
+  /**
+   * Untimed work each sample of workloads 1–5 and 10 and of the raw round
+   * trips runs first, for this long: the collection forced before a sample
+   * deoptimizes code the sample runs, and this lets it be optimized again
+   * before the clock starts (README, "Warm-up").
+   */
+  warmMs: number;
   /** Concurrent requests of the raw round-trip probes' concurrent variant. */
   rawConcurrency: number;
   /** Pin the bench and the servers to separate cores (see affinity.ts); `--no-pin` leaves placement to the scheduler. */
@@ -103,6 +110,7 @@ export function defaultOptions(quick = false): BenchOptions {
     minSampleMs: quick ? 20 : 200,
     maxSampleMs: quick ? 500 : 3_000,
     probeMaxMs: quick ? 200 : 750,
+    warmMs: quick ? 50 : 400,
     rawConcurrency: 32,
     pin: !quick,
     only: undefined,
@@ -125,6 +133,7 @@ export const USAGE = `pnpm bench [-- options]
   --conversation-turns <n>  turns of the conversation in workload 9 (default 1000)
   --max-sample-ms <ms>    an append sample stops after this long (default 3000)
   --min-sample-ms <ms>    a read sample repeats the read for at least this long (default 200)
+  --warm-ms <ms>          untimed work before each sample, after its forced collection (default 400)
   --out <dir>             where to write results.json, results.md, chart.svg (default docs/bench)
   --no-write              print the table only
   --no-pin                leave the bench and the servers wherever the scheduler puts them
@@ -146,6 +155,7 @@ export function parseOptions(argv: string[], defaultOutDir: string): BenchOption
       'conversation-turns': { type: 'string' },
       'max-sample-ms': { type: 'string' },
       'min-sample-ms': { type: 'string' },
+      'warm-ms': { type: 'string' },
       out: { type: 'string' },
       'no-write': { type: 'boolean', default: false },
       'no-pin': { type: 'boolean', default: false },
@@ -173,6 +183,7 @@ export function parseOptions(argv: string[], defaultOutDir: string): BenchOption
   }
   if (values['max-sample-ms'] !== undefined) options.maxSampleMs = positive('max-sample-ms', values['max-sample-ms']);
   if (values['min-sample-ms'] !== undefined) options.minSampleMs = positive('min-sample-ms', values['min-sample-ms']);
+  if (values['warm-ms'] !== undefined) options.warmMs = positive('warm-ms', values['warm-ms']);
   sizes.listUsers = Math.min(sizes.listUsers, sizes.listSessions);
   if (values['no-pin']) options.pin = false;
   if (values['no-write']) options.outDir = undefined;

@@ -132,6 +132,8 @@ export interface Results {
     minSampleMs: number;
     maxSampleMs: number;
     probeMaxMs: number;
+    /** Untimed work before each sample, after its forced collection; absent in older results (none). */
+    warmMs?: number;
     rawConcurrency: number;
   };
   targets: TargetInfo[];

@@ -70,6 +70,7 @@ function results(context: BenchContext, started: number): Results {
       minSampleMs: options.minSampleMs,
       maxSampleMs: options.maxSampleMs,
       probeMaxMs: options.probeMaxMs,
+      warmMs: options.warmMs,
       rawConcurrency: options.rawConcurrency,
     },
     targets: context.targets,

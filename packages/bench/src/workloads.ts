@@ -29,12 +29,52 @@ export interface AppendParams {
   events: number;
   /** Stop early after this long. */
   maxMs: number;
+  /** Untimed appends first, for this long, on sessions of their own (see {@link warmUp}); default none. */
+  warmMs?: number;
+}
+
+/**
+ * Runs `step` untimed from `workers` loops at once, each at least once and
+ * then until `ms` have passed. Every sample follows a forced collection,
+ * which deoptimizes code the sample runs; this lets that code be optimized
+ * again before the sample's clock starts.
+ */
+export async function warmUp(
+  ms: number,
+  workers: number,
+  step: (worker: number, round: number) => Promise<unknown>,
+): Promise<void> {
+  if (ms <= 0) return;
+  const end = nowMs() + ms;
+  await Promise.all(
+    Array.from({ length: workers }, async (_, worker) => {
+      let round = 0;
+      do await step(worker, round++);
+      while (nowMs() < end);
+    }),
+  );
+}
+
+/**
+ * Appends to `sessions` sessions of their own (users `warm-*`) for `ms`, so
+ * that the sample's sessions start as they would have without it.
+ */
+async function warmAppends(service: BaseSessionService, appName: string, sessions: number, ms: number) {
+  if (ms <= 0) return;
+  const warm: Session[] = [];
+  for (let index = 0; index < sessions; index++) {
+    warm.push(await service.createSession({ appName, userId: `warm-${index}`, state: sessionState() }));
+  }
+  await warmUp(ms, sessions, (worker, round) =>
+    service.appendEvent({ session: warm[worker] as Session, event: benchEvent(round, `${appName}-warm-${worker}`) }),
+  );
 }
 
 /** Workload 1: one session, `events` appends one after the other. */
 export async function appendSequential(service: BaseSessionService, params: AppendParams): Promise<AppendSample> {
   const session = await service.createSession({ appName: params.appName, userId: 'user-0', state: sessionState() });
   const events = benchEvents(params.events, `${params.appName}-invocation`);
+  await warmAppends(service, params.appName, 1, params.warmMs ?? 0);
   const start = nowMs();
   const deadline = start + params.maxMs;
   /** When each event's append ended. */
@@ -58,6 +98,9 @@ export async function appendSequential(service: BaseSessionService, params: Appe
   };
 }
 
+/** Sessions the warm-up of workload 2 appends to at once. */
+const WARM_SESSIONS = 8;
+
 /** Workload 2: `sessions` sessions (one user each) appending at once through one service; `events` in all. */
 export async function appendConcurrent(
   service: BaseSessionService,
@@ -74,6 +117,7 @@ export async function appendConcurrent(
     const share = Math.floor(params.events / params.sessions) + (index < params.events % params.sessions ? 1 : 0);
     return benchEvents(share, `${params.appName}-invocation-${index}`);
   });
+  await warmAppends(service, params.appName, Math.min(WARM_SESSIONS, params.sessions), params.warmMs ?? 0);
   const start = nowMs();
   const deadline = start + params.maxMs;
   let done = 0;
@@ -299,7 +343,8 @@ export async function heapPerEvent(makeService: () => BaseSessionService, events
 }
 
 /** The physical limit: `ops` trivial requests one after the other, per second. */
-export async function probeSequential(probe: Probe, ops: number, maxMs: number): Promise<number> {
+export async function probeSequential(probe: Probe, ops: number, maxMs: number, warmMs = 0): Promise<number> {
+  await warmUp(warmMs, 1, () => probe.run());
   const start = nowMs();
   const deadline = start + maxMs;
   let done = 0;
@@ -312,7 +357,14 @@ export async function probeSequential(probe: Probe, ops: number, maxMs: number):
 }
 
 /** The same with `workers` requests in flight at once, per second. */
-export async function probeConcurrent(probe: Probe, ops: number, workers: number, maxMs: number): Promise<number> {
+export async function probeConcurrent(
+  probe: Probe,
+  ops: number,
+  workers: number,
+  maxMs: number,
+  warmMs = 0,
+): Promise<number> {
+  await warmUp(warmMs, workers, () => probe.run());
   const start = nowMs();
   const deadline = start + maxMs;
   let done = 0;

@@ -22,6 +22,7 @@ import {
   readWhole,
   seedReads,
   timeRead,
+  warmUp,
 } from '../src/workloads.js';
 
 const tiny = {
@@ -47,6 +48,47 @@ describe('workloads on the memory store', () => {
     const many = await appendConcurrent(service, { appName: 'conc', events: 25, sessions: 4, maxMs: 10_000 });
     expect(many.events).toBe(25);
     expectPositiveNumber(many.eventsPerSecond);
+  });
+
+  it('warms up on sessions of its own, untimed, and leaves the timed sessions as they would be without it', async () => {
+    const service = new MemorySessionService();
+    const one = await appendSequential(service, { appName: 'warm-seq', events: 20, maxMs: 10_000, warmMs: 30 });
+    expect(one.events).toBe(20);
+    const seq = await service.listSessions({ appName: 'warm-seq' });
+    const timed = await service.getSession({
+      appName: 'warm-seq',
+      userId: 'user-0',
+      sessionId: seq.sessions.find((each) => each.userId === 'user-0')?.id ?? '',
+    });
+    expect(timed?.events).toHaveLength(20);
+    const warm = seq.sessions.filter((each) => each.userId.startsWith('warm-'));
+    expect(warm).toHaveLength(1);
+    const warmed = await service.getSession({ appName: 'warm-seq', userId: 'warm-0', sessionId: warm[0]?.id ?? '' });
+    expect(warmed?.events.length).toBeGreaterThan(0);
+    await appendConcurrent(service, { appName: 'warm-conc', events: 24, sessions: 12, maxMs: 10_000, warmMs: 30 });
+    const conc = await service.listSessions({ appName: 'warm-conc' });
+    // Eight warm sessions at most, beside the twelve timed ones, which hold two events each.
+    expect(conc.sessions.filter((each) => each.userId.startsWith('warm-'))).toHaveLength(8);
+    for (const each of conc.sessions.filter((session) => session.userId.startsWith('user-'))) {
+      const read = await service.getSession({ appName: 'warm-conc', userId: each.userId, sessionId: each.id });
+      expect(read?.events).toHaveLength(2);
+    }
+  });
+
+  it('warmUp runs every worker at least once, then until the time has passed', async () => {
+    const rounds: number[] = [0, 0, 0];
+    const started = performance.now();
+    await warmUp(20, 3, async (worker) => {
+      rounds[worker] = (rounds[worker] ?? 0) + 1;
+      await new Promise((resolve) => setTimeout(resolve, 1));
+    });
+    expect(performance.now() - started).toBeGreaterThanOrEqual(19);
+    for (const count of rounds) expect(count).toBeGreaterThanOrEqual(1);
+    let ran = 0;
+    await warmUp(0, 2, async () => {
+      ran++;
+    });
+    expect(ran).toBe(0);
   });
 
   it('reads recent events, whole histories and pages of sessions', async () => {

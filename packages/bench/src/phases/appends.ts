@@ -31,6 +31,7 @@ async function runAppendWorkload(context: BenchContext, id: (typeof APPEND_WORKL
       appName: `bench-${id}-${repetition}-${runId}`,
       events: warmUp ? Math.max(50, Math.floor(sizes.appendEvents / 10)) : sizes.appendEvents,
       maxMs: warmUp ? options.maxSampleMs / 4 : options.maxSampleMs,
+      warmMs: options.warmMs,
     };
     try {
       collectGarbage();

@@ -28,8 +28,8 @@ export async function measureProbes(context: BenchContext): Promise<void> {
   await interleave(probes, options.repetitions, async ({ info, probe }, repetition) => {
     const count = repetition === 0 ? Math.max(10, Math.floor(ops / 10)) : ops;
     collectGarbage();
-    const one = await probeSequential(probe, count, options.probeMaxMs);
-    const many = await probeConcurrent(probe, count, options.rawConcurrency, options.probeMaxMs);
+    const one = await probeSequential(probe, count, options.probeMaxMs, options.warmMs);
+    const many = await probeConcurrent(probe, count, options.rawConcurrency, options.probeMaxMs, options.warmMs);
     if (repetition === 0) return;
     const key = `${info.id}/${probe.name}`;
     const result = {

@@ -5,7 +5,7 @@
  * do not sit in the tables the reads query.
  */
 import { nowMs, summarize } from '../stats.js';
-import { listPage, readRecent, readWhole, seedReads, timeRead } from '../workloads.js';
+import { listPage, readRecent, readWhole, seedReads, timeRead, warmUp } from '../workloads.js';
 import { type BenchContext, cell, READ_WORKLOADS } from './context.js';
 import { collectGarbage, interleave, message } from './shared.js';
 
@@ -48,6 +48,7 @@ export async function runReads(context: BenchContext): Promise<void> {
       if (slot.error) continue;
       try {
         collectGarbage();
+        await warmUp(options.warmMs, 1, reads[id]);
         const sample = await timeRead(reads[id], repetition === 0 ? options.minSampleMs / 4 : options.minSampleMs);
         if (repetition === 0) continue;
         const key = `${id}/${spec.id}`;

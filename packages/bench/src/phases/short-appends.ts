@@ -1,12 +1,14 @@
 /**
  * Workload 10: appendEvent on sessions that hold 10 events, on the in-process
  * targets (the memory store and ADK's InMemorySessionService): each sample
- * fills many sessions with 10 events, untimed, then times one more append on
- * each. Interleaved, as the other workloads.
+ * fills many sessions with 10 events, untimed, then (after the forced
+ * collection and the warm-up) times one more append on each. Interleaved, as
+ * the other workloads.
  */
 import type { BaseSessionService, Session } from '@google/adk';
 import { benchEvent, benchEvents } from '../events.js';
 import { summarize } from '../stats.js';
+import { warmUp } from '../workloads.js';
 import type { BenchContext } from './context.js';
 import { collectGarbage, interleave, message, push } from './shared.js';
 
@@ -16,15 +18,32 @@ const QUICK_SESSIONS = 1_000;
 /** Events each session holds when its timed append comes. */
 const HELD = 10;
 
-async function sample(service: BaseSessionService, appName: string, count: number): Promise<number> {
+/** Sessions of 10 events that the warm-up after the forced collection appends to, a fifth of the timed ones. */
+const WARM_SHARE = 5;
+
+async function filled(service: BaseSessionService, appName: string, count: number, users: string): Promise<Session[]> {
   const sessions: Session[] = [];
   for (let index = 0; index < count; index++) {
-    const session = await service.createSession({ appName, userId: `user-${index % 10}` });
-    for (const event of benchEvents(HELD, `${appName}-${index}`)) await service.appendEvent({ session, event });
+    const session = await service.createSession({ appName, userId: `${users}-${index % 10}` });
+    for (const event of benchEvents(HELD, `${appName}-${users}-${index}`))
+      await service.appendEvent({ session, event });
     sessions.push(session);
   }
-  const events = sessions.map((_, index) => benchEvent(HELD, `${appName}-${index}`));
+  return sessions;
+}
+
+async function sample(service: BaseSessionService, appName: string, count: number, warmMs: number): Promise<number> {
+  const sessions = await filled(service, appName, count, 'user');
+  const warm = await filled(service, appName, Math.ceil(count / WARM_SHARE), 'warm');
+  const events = sessions.map((_, index) => benchEvent(HELD, `${appName}-user-${index}`));
   collectGarbage();
+  // Round after round over the warm sessions (each one more event per round).
+  await warmUp(warmMs, 1, (_, step) =>
+    service.appendEvent({
+      session: warm[step % warm.length] as Session,
+      event: benchEvent(HELD + Math.floor(step / warm.length), `${appName}-warm-${step % warm.length}`),
+    }),
+  );
   const started = performance.now();
   for (const [index, session] of sessions.entries()) {
     await service.appendEvent({ session, event: events[index] as (typeof events)[number] });
@@ -41,7 +60,12 @@ export async function runShortAppends(context: BenchContext): Promise<void> {
     try {
       const service = (target.fresh as () => BaseSessionService)();
       const count = context.options.quick ? QUICK_SESSIONS : SESSIONS;
-      const rate = await sample(service, `bench-short-${context.runId}-${spec.id}-${repetition}`, count);
+      const rate = await sample(
+        service,
+        `bench-short-${context.runId}-${spec.id}-${repetition}`,
+        count,
+        context.options.warmMs,
+      );
       if (repetition > 0) context.shortAppends[spec.id] = summarize(push(samples, spec.id, rate));
     } catch (error) {
       context.shortAppendErrors[spec.id] = message(error);

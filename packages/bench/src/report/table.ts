@@ -73,7 +73,7 @@ export function renderTable(results: Results): string {
   out.push(`  placed   ${placementLine(results.placement ?? undefined)}`);
   out.push(`  command  ${results.command}`);
   out.push(
-    `  samples  ${results.options.repetitions} per figure after a warm-up, interleaved across targets; median and min – max`,
+    `  samples  ${results.options.repetitions} per figure after a warm-up, interleaved across targets; median and min – max${results.options.warmMs ? `; each after ${results.options.warmMs} ms of untimed work` : ''}`,
   );
   for (const backend of results.backends) out.push(`  backend  ${backend.details}`);
   for (const target of results.targets) {
