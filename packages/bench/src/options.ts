@@ -50,7 +50,7 @@ export interface BenchOptions {
   /** A raw round-trip sample stops early after this long. */
   probeMaxMs: number;
   /**
-   * Untimed work each sample of workloads 1–5 and 10 and of the raw round
+   * Untimed work each sample of workloads 1–5, 9 and 10 and of the raw round
    * trips runs first, for this long: the collection forced before a sample
    * deoptimizes code the sample runs, and this lets it be optimized again
    * before the clock starts (README, "Warm-up").

@@ -5,8 +5,12 @@
  */
 import type { BaseSessionService } from '@google/adk';
 import { type ConversationResult, runConversation } from '../conversation.js';
+import { warmUp } from '../workloads.js';
 import type { BenchContext } from './context.js';
 import { collectGarbage, message } from './shared.js';
+
+/** Turns of each untimed conversation before the timed one. */
+const WARM_TURNS = 10;
 
 /** The turns whose figures are kept. */
 export const CONVERSATION_CHECKPOINTS = [10, 100, 1_000] as const;
@@ -46,6 +50,11 @@ async function converse(
   collectGarbage();
   try {
     const appName = `bench-conversation-${context.runId}-${name}`;
+    // Untimed conversations of their own first (README, "Warm-up"), so that turn 10 is not timed
+    // while the code the forced collection deoptimized is being optimized again.
+    await warmUp(context.options.warmMs, 1, (_, round) =>
+      runConversation(service, `${appName}-warm-${round}`, WARM_TURNS, []),
+    );
     return await runConversation(service, appName, turns, CONVERSATION_CHECKPOINTS, documents);
   } catch (error) {
     return { turns, points: [], error: message(error) };

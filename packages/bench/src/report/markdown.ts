@@ -64,7 +64,7 @@ function workloadTable(rows: WorkloadRow[], unit: string, columns: WorkloadColum
 /** What runs before each sample, untimed (results written before that step have no `warmMs`). */
 function warmLine(warmMs: number | undefined): string {
   if (!warmMs) return '';
-  return ` Each sample of workloads 1–5 and 10 and of the raw round trips begins after a forced garbage collection (so that no target pays for another's garbage) and ${warmMs} ms of the same work, untimed, on sessions of its own: the collection deoptimizes code the sample runs, and the warm-up lets it be optimized again before the clock starts (packages/bench/README.md, "Warm-up").`;
+  return ` Each sample of workloads 1–5, 9 and 10 and of the raw round trips begins after a forced garbage collection (so that no target pays for another's garbage) and ${warmMs} ms of the same work, untimed, on sessions of its own: the collection deoptimizes code the sample runs, and the warm-up lets it be optimized again before the clock starts (packages/bench/README.md, "Warm-up").`;
 }
 
 /** `chartPath`: how the fragment links the chart (relative to where the fragment is shown). */
