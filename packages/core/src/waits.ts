@@ -7,7 +7,8 @@
  * Waits for `promise` to settle, but no longer than `ms` milliseconds.
  * Resolves `true` when it settled in time (a rejection counts: it is not
  * passed on) and `false` when the time ran out. Never rejects; the timer is
- * cleared either way, so it never holds the process open.
+ * cleared as soon as the wait ends, so it keeps the process alive no longer
+ * than the wait itself.
  */
 export async function settledWithin(ms: number, promise: Promise<unknown>): Promise<boolean> {
   let timer: ReturnType<typeof setTimeout> | undefined;
