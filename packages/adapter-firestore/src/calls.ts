@@ -227,10 +227,11 @@ export class InFlight {
   }
 }
 
-/** The gRPC status code of a client error (6 is ALREADY_EXISTS), if it has one. */
+/** The gRPC status code of a client error (6 is ALREADY_EXISTS, 9 FAILED_PRECONDITION), if it has one. */
 export function grpcCode(error: unknown): number | undefined {
   const code = (error as { code?: unknown } | null)?.code;
   return typeof code === 'number' ? code : undefined;
 }
 
 export const ALREADY_EXISTS = 6;
+export const FAILED_PRECONDITION = 9;

@@ -77,6 +77,7 @@ import {
   ALREADY_EXISTS,
   attachDeadlines,
   checkCall,
+  FAILED_PRECONDITION,
   grpcCode,
   guardTerminatedRetries,
   InFlight,
@@ -103,6 +104,12 @@ import { checkStoreOptions, type FirestoreStoreOptions } from './options.js';
 /** Documents read and deleted per commit when removing events. */
 const DELETE_CHUNK = 300;
 
+/**
+ * How many chunks of a deleted session's events may be refused (a document
+ * changed since the query found it) before deleteSession leaves the rest for
+ * the next createSession of the key.
+ */
+const MAX_REFUSED_CHUNKS = 5;
 /** How many times createSession clears leftover events and tries again before giving up. */
 const MAX_CREATE_ROUNDS = 5;
 
@@ -482,13 +489,22 @@ export class FirestoreStore implements SessionStore {
     // The session is gone for every reader and writer; now its events go, chunk by chunk. Once the
     // call's deadline has passed, the rest stays for the next createSession of this key to remove.
     const ofThisSession = refs.events.where('incarnation', '==', incarnation).select().limit(DELETE_CHUNK);
-    for (;;) {
+    for (let refused = 0; refused < MAX_REFUSED_CHUNKS; ) {
       if (callAbandoned(call)) return;
       const chunk = await ofThisSession.get();
       if (chunk.empty) return;
+      // Each delete only while the document is as the query found it: the key may have been created
+      // again meanwhile, and its new events, documents named by their event ids, can be these very
+      // documents. Then the whole chunk is refused, and the next query leaves the new ones out.
       const batch = this.firestore.batch();
-      for (const doc of chunk.docs) batch.delete(doc.ref);
-      await batch.commit();
+      for (const doc of chunk.docs) batch.delete(doc.ref, { lastUpdateTime: doc.updateTime });
+      try {
+        await batch.commit();
+      } catch (error) {
+        if (grpcCode(error) !== FAILED_PRECONDITION) throw error;
+        refused++;
+        continue;
+      }
       if (chunk.size < DELETE_CHUNK) return;
     }
   }

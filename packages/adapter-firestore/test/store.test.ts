@@ -284,6 +284,69 @@ describe('deleting and re-creating', () => {
     expect(loaded?.events).toHaveLength(1);
     expect((await sessionRef(appName, 'u', 's').collection('adk_events').get()).size).toBe(1);
   });
+
+  // The npm emulator ignores update-time preconditions.
+  it.skipIf(npmEmulator)(
+    'a delete whose removal of events lands late never removes the events of the session created again since',
+    async () => {
+      // A second client whose commits of plain batches wait for the test: the delete's removal of the
+      // old events, queried before the key is created again, reaches the server after the new events.
+      const slow = emulatorClient();
+      let reached!: () => void;
+      const queried = new Promise<void>((resolve) => {
+        reached = resolve;
+      });
+      let release!: () => void;
+      const released = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      const batch = slow.batch.bind(slow);
+      slow.batch = () => {
+        const held = batch();
+        const commit = held.commit.bind(held);
+        held.commit = async () => {
+          reached();
+          await released;
+          return commit();
+        };
+        return held;
+      };
+      try {
+        const deleter = new FirestoreSessionService({ firestore: slow, rootCollection, closeWaitMs: 0 });
+        const sessions = service();
+        const reader = service();
+        const appName = app();
+        const key = { appName, userId: 'u', sessionId: 's' };
+        const ids = ['e1', 'e2', 'e3'];
+        const old = await sessions.createSession({ ...key, state: { life: 1 } });
+        for (const id of ids) await sessions.appendEvent({ session: old, event: event({ last: id }, { id }) });
+        await reader.getSession(key);
+        const deleting = deleter.deleteSession(key);
+        await queried;
+        // The same key again, with events of the same ids: documents of the same names.
+        const again = await sessions.createSession({ ...key, state: { life: 2 } });
+        for (const id of ids.slice(0, 2)) {
+          await sessions.appendEvent({ session: again, event: event({ last: id }, { id, invocationId: 'new' }) });
+        }
+        release();
+        await deleting;
+        const expected = { state: { life: 2, last: 'e2' }, events: ['e1', 'e2'], invocations: ['new', 'new'] };
+        for (const read of [reader, service({ logCacheBytes: 0 })]) {
+          const loaded = await read.getSession(key);
+          expect({
+            state: loaded?.state,
+            events: loaded?.events.map((e) => e.id),
+            invocations: loaded?.events.map((e) => e.invocationId),
+          }).toEqual(expected);
+        }
+        // The old session's events are gone all the same: the delete queried again and found none.
+        expect((await sessionRef(appName, 'u', 's').collection('adk_events').get()).size).toBe(2);
+      } finally {
+        release();
+        await slow.terminate();
+      }
+    },
+  );
 });
 
 describe('event filters', () => {
