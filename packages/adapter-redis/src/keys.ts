@@ -63,9 +63,13 @@ export const FIELD = {
   updated: '\u0000t',
   /** Session hash: the number of events in the log. */
   count: '\u0000n',
-  /** Session hash: a token new with each create or import of the key (its `logMark`). */
+  /** Session hash: a token new with each create or import of the key (the first part of its `logMark`). */
   life: '\u0000g',
-  /** Session hash: the revision of the last write that replaced an event in place. */
+  /**
+   * Session hash: a mark of the last write that replaced an event in place
+   * (the SHA-1 of its revision and entry; the revision itself, as written by
+   * earlier versions), the second part of the `logMark`.
+   */
   rewritten: '\u0000w',
   /** Outbox: the last position given to an entry (microseconds of the shard's clock, or one more than the last). */
   last: '\u0000q',

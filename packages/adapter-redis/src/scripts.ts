@@ -432,8 +432,10 @@ else
   local position = tonumber(redis.call('HGET', KEYS.eventIds, ARGV.eventIdField))
   if not position or position < 0 or position >= redis.call('LLEN', KEYS.events) then return ${UNREADABLE_LOG} end
   redis.call('LSET', KEYS.events, position, ARGV.entry)
+  -- Part of the log's mark: new with each write in place, and drawn from what is written, so that
+  -- a server that lost writes and reached this revision again by others has another mark.
   head[5] = ${F.rewritten}
-  head[6] = new_revision
+  head[6] = redis.sha1hex(new_revision .. ' ' .. ARGV.entry)
 end
 local next = hset_pairs(KEYS.session, head, ARGV_REST, tonumber(ARGV.nSession))
 next = hset_pairs(KEYS.userState, nil, next, tonumber(ARGV.nUser))
@@ -456,9 +458,10 @@ return view or 0
  * chunks and stops at the first event whose timestamp is <= afterTimestamp
  * (or at the `limit` bound), so it reads O(events returned) entries. Empty
  * arguments mean none. With `heldEvents` (a reader's copy: that many first
- * events, at `heldRevision`, of the life `heldLife`), only the later events,
- * or all of them when the log is no longer what the reader holds (another
- * life, an event replaced in place since, a lower revision, fewer events).
+ * events, at `heldRevision`, under the log mark `heldMark`, the last of them
+ * `heldLast`), only the later events, or all of them when the log is no
+ * longer what the reader holds (another life, an event replaced in place
+ * since, a lower revision, fewer events, another event where the copy ends).
  * Returns 0 when the session is missing, else { head, events }: head is the
  * JSON text of { session, user, app bucket or outbox view, restart (0 | 1) },
  * events the log entries as they are.
@@ -466,32 +469,43 @@ return view or 0
 export const LOAD = define(
   'load',
   ['session', 'events', 'userState', 'app'] as const,
-  ['afterTimestamp', 'limit', 'mode', 'from', 'heldEvents', 'heldRevision', 'heldLife'] as const,
+  ['afterTimestamp', 'limit', 'mode', 'from', 'heldEvents', 'heldRevision', 'heldMark', 'heldLast'] as const,
   `${NOW}${OUTBOX}
 local session = redis.call('HGETALL', KEYS.session)
 if #session == 0 then return 0 end
 local length = redis.call('LLEN', KEYS.events)
 local floor = 0
 if ARGV.limit ~= '' then floor = math.max(0, length - tonumber(ARGV.limit)) end
--- A reader that holds the first heldEvents events as of heldRevision of this life gets only
--- the later ones, unless the log is no longer what it holds (restart: the whole log).
+-- A reader that holds the first heldEvents events as of heldRevision, under the log mark
+-- heldMark, gets only the later ones, unless the log is no longer what it holds (restart: the
+-- whole log): another life or an event written again in place (the mark), a lower revision, a
+-- shorter log, or another event where the held copy ends (heldLast, the id as JSON: writes the
+-- server lost, and others since in their place).
 local restart = 0
 if ARGV.heldEvents ~= '' then
   local held = tonumber(ARGV.heldEvents)
-  local life, revision, rewritten = '', -1, -1
+  local life, revision, rewritten = '', -1, nil
   for at = 1, #session, 2 do
     local field = session[at]
-    -- A field that is not a number sends the whole log (the client then finds what is wrong).
+    -- A revision that is not a number sends the whole log (the client then finds what is wrong).
     if field == ${F.life} then life = session[at + 1]
     elseif field == ${F.revision} then revision = tonumber(session[at + 1]) or -1
-    elseif field == ${F.rewritten} then rewritten = tonumber(session[at + 1]) or math.huge end
+    elseif field == ${F.rewritten} then rewritten = session[at + 1] end
   end
-  local held_revision = tonumber(ARGV.heldRevision)
-  if life ~= ARGV.heldLife or revision < held_revision or rewritten > held_revision or held > length then
+  local mark = life
+  if rewritten then mark = life .. '/' .. rewritten end
+  if mark ~= ARGV.heldMark or revision < tonumber(ARGV.heldRevision) or held > length then
     restart = 1
-  else
-    floor = held
+  elseif held > 0 and ARGV.heldLast ~= '' then
+    local entry = redis.call('LINDEX', KEYS.events, held - 1)
+    local space = entry and string.find(entry, ' ', 1, true)
+    local last = #ARGV.heldLast
+    if not space or string.sub(entry, space + 1, space + last) ~= ARGV.heldLast
+      or string.sub(entry, space + last + 1, space + last + 1) ~= '\\n' then
+      restart = 1
+    end
   end
+  if restart == 0 then floor = held end
 end
 local events = {}
 if ARGV.afterTimestamp == '' then

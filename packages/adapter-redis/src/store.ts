@@ -355,7 +355,8 @@ export class RedisStore implements SessionStore {
       mode: this.#direct ? 'd' : 'o',
       heldEvents: held ? String(held.events) : '',
       heldRevision: held ? String(held.revision) : '',
-      heldLife: held ? held.logMark : '',
+      heldMark: held ? held.logMark : '',
+      heldLast: held?.lastEventId === undefined ? '' : JSON.stringify(held.lastEventId),
     };
     const load = async (from: string) => {
       const reply = await this.#run('getSession', false, call, LOAD, loadKeys, argList(LOAD, { ...bounds, from }));
@@ -778,15 +779,26 @@ function emitWarning(warning: RedisStoreWarning): void {
  */
 function loaded(key: SessionKey, reply: LoadReply, appState: string[], since: boolean): LoadResult | SinceResult {
   const [session, user, , entries, restart] = reply;
-  const life = fieldOf(session, FIELD.life);
+  const mark = logMark(session);
   const result: LoadResult = {
     session: toRecord(key, session),
     userState: toBucket(user),
     appState: toBucket(appState),
     events: entries.map(decodeEntry),
-    ...(life === undefined ? {} : { logMark: life }),
+    ...(mark === undefined ? {} : { logMark: mark }),
   };
   return since ? { ...result, restart: Number(restart) === 1 } : result;
+}
+
+/**
+ * The session's log mark, as {@link LOAD} builds it to compare: its life,
+ * and after a `/` the mark of its last write in place, if it had one.
+ */
+function logMark(session: string[]): string | undefined {
+  const life = fieldOf(session, FIELD.life);
+  if (life === undefined) return undefined;
+  const rewritten = fieldOf(session, FIELD.rewritten);
+  return rewritten === undefined ? life : `${life}/${rewritten}`;
 }
 
 /**

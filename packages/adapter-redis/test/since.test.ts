@@ -2,7 +2,8 @@
  * Incremental reads: a service that read a session whole reads it again
  * with only the events appended since (one script, as a whole read), and
  * the whole log again when the log is no longer what it holds: an event
- * replaced in place, the id deleted and created again.
+ * replaced in place, the id deleted and created again, writes the server
+ * lost and others it took at the same revisions.
  */
 import { randomUUID } from 'node:crypto';
 import type { Session } from '@google/adk';
@@ -79,4 +80,68 @@ describe.each([
     expect(newLife.state).toEqual({ life: 2, 'app:n': 1 });
     expect(entries.at(-1)).toBe(1);
   });
+
+  it('reads the whole log again after the server lost writes and took others at the same revisions', async () => {
+    const keyPrefix = `${inject('testPrefix')}-lost-${randomUUID().slice(0, 8)}:`;
+    const reader = new RedisSessionService({ client, keyPrefix, ...layout });
+    // Reads nothing from a cache: what is stored, each time.
+    const writer = new RedisSessionService({ client, keyPrefix, logCacheBytes: 0, ...layout });
+    const key = { appName: 'app', userId: 'u1', sessionId: 's1' };
+    const stored = async () => {
+      const session = (await writer.getSession(key)) as Session;
+      return { state: session.state, events: session.events.map((e) => [e.id, e.timestamp]) };
+    };
+    const read = async () => {
+      const session = (await reader.getSession(key)) as Session;
+      return { state: session.state, events: session.events.map((e) => [e.id, e.timestamp]) };
+    };
+    const append = async (n: number) => {
+      const session = (await writer.getSession(key)) as Session;
+      await writer.appendEvent({ session, event: testEvent({ n }, { timestamp: 1_000 + n }) });
+    };
+    /** Writes `event` again in place, a moment later: another entry at the same position. */
+    const replace = async (position: number, later: number) => {
+      const session = (await writer.getSession(key)) as Session;
+      const event = session.events[position] as NonNullable<(typeof session.events)[number]>;
+      await writer.appendEvent({ session, event: { ...event, timestamp: event.timestamp + later } as never });
+    };
+
+    await writer.createSession(key);
+    for (let n = 1; n <= 3; n++) await append(n);
+    // What a restart from an older snapshot, or a failover to a replica that lagged, comes back with.
+    let snapshot = await keyspace(keyPrefix);
+    await append(4);
+    await append(5);
+    expect((await read()).events).toHaveLength(5);
+    await restore(keyPrefix, snapshot);
+    for (let n = 14; n <= 16; n++) await append(n);
+    expect((await stored()).events).toHaveLength(6);
+    expect(await read()).toEqual(await stored());
+
+    // A write in place that the server lost, and another write in place at the same revision.
+    snapshot = await keyspace(keyPrefix);
+    await replace(1, 1);
+    expect(await read()).toEqual(await stored());
+    await restore(keyPrefix, snapshot);
+    await replace(2, 2);
+    expect(await read()).toEqual(await stored());
+    await append(17);
+    expect(await read()).toEqual(await stored());
+  });
+
+  /** Every key under `prefix`, dumped. */
+  async function keyspace(prefix: string): Promise<Map<string, Buffer>> {
+    const dumps = new Map<string, Buffer>();
+    for (const name of await client.keys(`${prefix}*`)) {
+      const dump = await client.dumpBuffer(name);
+      if (dump) dumps.set(name, dump);
+    }
+    return dumps;
+  }
+
+  /** The keys under `prefix` as `dumps` has them: later ones removed, the others put back. */
+  async function restore(prefix: string, dumps: Map<string, Buffer>): Promise<void> {
+    for (const name of await client.keys(`${prefix}*`)) if (!dumps.has(name)) await client.del(name);
+    for (const [name, dump] of dumps) await client.restore(name, 0, dump, 'REPLACE');
+  }
 });

@@ -310,7 +310,12 @@ export class StateSessionService extends BaseSessionService {
     const since = await (this.store.loadSessionSince as NonNullable<SessionStore['loadSessionSince']>).call(
       this.store,
       key,
-      { revision: held.revision, logMark: held.logMark, events: heldLength },
+      {
+        revision: held.revision,
+        logMark: held.logMark,
+        events: heldLength,
+        ...(heldLength > 0 ? { lastEventId: held.events[heldLength - 1]?.id } : {}),
+      },
       call,
     );
     if (!since) {

@@ -60,7 +60,9 @@ export interface LoadResult {
    * Set by a store with {@link SessionStore.loadSessionSince}: a mark of this
    * life of the session, new each time the key is created or imported (a
    * deleted and re-created id, an expired one created again, never has the
-   * old mark). Left out, the service never reads the session incrementally.
+   * old mark). A store may make it name more than the life (the Redis store's
+   * changes with each event written again in place); the service only hands
+   * it back. Left out, the service never reads the session incrementally.
    */
   logMark?: string;
 }
@@ -73,6 +75,14 @@ export interface HeldSession {
   logMark: string;
   /** How many events the copy holds: the first `events` of the log, as they were at `revision`. */
   events: number;
+  /**
+   * The id of the last event the copy holds; absent when it holds none. A
+   * backend that can lose writes it acknowledged (a failover to a replica
+   * that lagged, a restore from a backup) reaches the same revisions again
+   * with other events: a store on one checks that its log still has this id
+   * at position `events - 1`, and sends the whole log when it does not.
+   */
+  lastEventId?: string;
 }
 
 /**
@@ -215,7 +225,9 @@ export interface SessionStore {
    * log with `restart: true` when the held copy is not what the log now
    * begins with: another life of the key (`held.logMark` differs), an event
    * among the held ones written again since `held.revision` (a re-appended
-   * id), or a revision below the held one. `undefined` when the key is not
+   * id), a revision below the held one, or (on a backend that can lose
+   * acknowledged writes) another event than `held.lastEventId` where the
+   * held copy ends. `undefined` when the key is not
    * stored (deleted, expired). The service uses it for `getSession` without
    * a filter, against its cache of recently read logs.
    */
