@@ -154,6 +154,26 @@ describe('the 1 MiB document limit', () => {
     expect(Object.keys(loaded?.state ?? {}).sort()).toEqual(['a', 'user:a']);
     expect(loaded?.events).toHaveLength(1);
   });
+
+  it('an imported session with an oversized event is refused whole: none of it stays', async () => {
+    const sessions = service();
+    const appName = app();
+    const events = [
+      event({}, { id: 'e1' }),
+      event({}, { id: 'e2', content: { role: 'model', parts: [{ text: 'x'.repeat(1_100_000) }] } }),
+      event({}, { id: 'e3' }),
+    ];
+    const copied = { id: 's', appName, userId: 'u', state: { big: true }, events, lastUpdateTime: clock };
+    await expect(sessions.importSession(copied)).rejects.toBeInstanceOf(DocumentTooLargeError);
+    expect(await sessions.getSession({ appName, userId: 'u', sessionId: 's' })).toBeUndefined();
+    expect((await sessions.listSessions({ appName })).sessions).toEqual([]);
+    // Without the oversized event it imports, under the same key.
+    expect(await sessions.importSession({ ...copied, events: [events[0] as Event, events[2] as Event] })).toBe(
+      'imported',
+    );
+    const loaded = await sessions.getSession({ appName, userId: 'u', sessionId: 's' });
+    expect(loaded?.events.map((each) => each.id)).toEqual(['e1', 'e3']);
+  });
 });
 
 describe('session time-to-live', () => {

@@ -50,7 +50,15 @@ import {
   scopeOf,
   splitState,
 } from './scopes.js';
-import type { LoadResult, SessionHead, SessionRecord, SessionStore, StoreCall, StoredSessionKey } from './store.js';
+import type {
+  AppendResult,
+  LoadResult,
+  SessionHead,
+  SessionRecord,
+  SessionStore,
+  StoreCall,
+  StoredSessionKey,
+} from './store.js';
 import { type CallTarget, type StoreUsage, Telemetry, type TelemetryOptions } from './telemetry.js';
 import { ToldOnce } from './told.js';
 import { defineEntry } from './values.js';
@@ -542,7 +550,9 @@ export class StateSessionService extends BaseSessionService {
    * `lastUpdateTime`. Resolves `'exists'` without writing when the key is
    * stored, unless `replace` (then the stored session is deleted first).
    * Uses the store's own `importSession` when it has one (atomic), else
-   * `createSession` and one `appendEvent` per event.
+   * `createSession` and one `appendEvent` per event; an event the store
+   * refuses then fails the import, which removes the session again (or, when
+   * that fails too, throws a {@link BackendError} saying part may remain).
    */
   async importSession(session: Session, options: { replace?: boolean } = {}): Promise<'imported' | 'exists'> {
     if (typeof session !== 'object' || session === null || !Array.isArray(session.events)) {
@@ -595,8 +605,14 @@ export class StateSessionService extends BaseSessionService {
         appDelta: none,
         lastUpdateTime: last ? input.lastUpdateTime : event.timestamp,
       };
-      const result = await this.#call('importSession', WRITE, key, (call) => store.appendEvent(appendInput, call));
+      let result: AppendResult;
+      try {
+        result = await this.#call('importSession', WRITE, key, (call) => store.appendEvent(appendInput, call));
+      } catch (error) {
+        throw await this.#removePartImport(key, error, position, events.length);
+      }
       if (result.status !== 'ok') {
+        // Another writer has the session now: what it holds is not this import's to remove.
         throw new StaleSessionError(
           key.sessionId,
           `another writer changed it while it was being imported (${result.status})`,
@@ -604,6 +620,31 @@ export class StateSessionService extends BaseSessionService {
       }
     }
     return 'imported';
+  }
+
+  /**
+   * After an event of an import made through `createSession` and
+   * `appendEvent` failed: removes the session that holds the events before
+   * it, so that a failed import leaves none of the session behind. Returns
+   * the error to throw: the event's own when the session is gone again, else
+   * a {@link BackendError} that says part of the session may remain.
+   */
+  async #removePartImport(key: SessionKey, error: unknown, position: number, count: number): Promise<unknown> {
+    try {
+      await this.#call('importSession', WRITE, key, (call) => this.store.deleteSession(key, call));
+      return error;
+    } catch (failure) {
+      const reason = error instanceof Error ? error.message : String(error);
+      const cleanup = failure instanceof Error ? failure.message : String(failure);
+      return new BackendError(
+        'importSession',
+        new Error(
+          `event ${position + 1} of ${count} failed (${reason}), and removing the session it had created failed too (${cleanup}): the session may remain with its first ${position} event(s); import it again with replace`,
+          { cause: error },
+        ),
+        { mayHaveApplied: true },
+      );
+    }
   }
 
   /** The un-prefixed user bucket of `(appName, userId)`; `{}` when empty. */

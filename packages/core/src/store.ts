@@ -214,8 +214,10 @@ export interface SessionStore {
    * Optional: stores the whole session at once, unless the key exists. The
    * stored revision must be `input.revision`. Without it the service imports
    * through `createSession` and one `appendEvent` per event (no deltas), which
-   * is exact but not atomic: an interrupted import leaves a session holding
-   * the first events, which a re-run replaces.
+   * is exact but not atomic: an event the store refuses makes the service
+   * remove the session again, and an import interrupted outright (the
+   * process killed) leaves a session holding the first events, which a
+   * re-run replaces.
    */
   importSession?(input: ImportInput, call?: StoreCall): Promise<ImportResult>;
   /**

@@ -1,0 +1,89 @@
+/**
+ * Imports through a store without its own `importSession`: the service
+ * creates the session and appends the events one by one, and an event that
+ * fails removes what the import wrote of the session.
+ */
+import { createEvent, type Session } from '@google/adk';
+import { describe, expect, it } from 'vitest';
+import { BackendError, InvalidArgumentError, StateSessionService } from '../src/index.js';
+import type { AppendInput, CreateInput, LoadResult, SessionKey, SessionStore, StoredEvent } from '../src/store.js';
+
+/** A store of one session at a time, whose append refuses the event `bad` as the Firestore store refuses one too large. */
+function storeRefusing(options: { deleteFails?: boolean } = {}) {
+  let stored: { input: CreateInput; revision: number; events: StoredEvent[] } | undefined;
+  const deletes: SessionKey[] = [];
+  const store = {
+    async createSession(input: CreateInput) {
+      stored = { input, revision: input.revision, events: [] };
+      return { status: 'created', userState: new Map(), appState: new Map() };
+    },
+    async appendEvent(input: AppendInput) {
+      if (!stored) return { status: 'missing' };
+      if (input.expectedRevision !== stored.revision) return { status: 'stale', revision: stored.revision };
+      if (input.event.id === 'bad')
+        throw new InvalidArgumentError('event', 'too large for this store; nothing was written');
+      stored.events.push(input.event);
+      stored.revision++;
+      return { status: 'ok' };
+    },
+    async loadSession(): Promise<LoadResult | undefined> {
+      if (!stored) return undefined;
+      const { input, revision, events } = stored;
+      return {
+        session: { ...input.key, id: input.key.sessionId, lastUpdateTime: 1, revision, state: input.state },
+        userState: new Map(),
+        appState: new Map(),
+        events: events.slice(),
+      };
+    },
+    async deleteSession(key: SessionKey) {
+      deletes.push(key);
+      if (options.deleteFails) throw new Error('connection reset');
+      stored = undefined;
+    },
+  } as unknown as SessionStore;
+  return { store, deletes, stored: () => stored };
+}
+
+function source(ids: string[]): Session {
+  return {
+    id: 's',
+    appName: 'a',
+    userId: 'u',
+    state: { k: 1 },
+    lastUpdateTime: ids.length + 1,
+    events: ids.map((id, at) => createEvent({ id, invocationId: 'i', author: 'a', timestamp: at + 1 })),
+  };
+}
+
+describe('an import through createSession and appendEvent', () => {
+  it('stores every event in order', async () => {
+    const { store } = storeRefusing();
+    const service = new StateSessionService(store, { logCacheBytes: 0 });
+    expect(await service.importSession(source(['e1', 'e2', 'e3']))).toBe('imported');
+    const read = await service.getSession({ appName: 'a', userId: 'u', sessionId: 's' });
+    expect(read?.events.map((event) => event.id)).toEqual(['e1', 'e2', 'e3']);
+  });
+
+  it('that fails at an event removes the session it created, and throws the event’s own error', async () => {
+    const { store, deletes, stored } = storeRefusing();
+    const service = new StateSessionService(store, { logCacheBytes: 0 });
+    const failure = await service.importSession(source(['e1', 'e2', 'bad', 'e4'])).catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(InvalidArgumentError);
+    expect(deletes).toEqual([{ appName: 'a', userId: 'u', sessionId: 's' }]);
+    expect(stored()).toBeUndefined();
+    expect(await service.getSession({ appName: 'a', userId: 'u', sessionId: 's' })).toBeUndefined();
+  });
+
+  it('whose removal fails too says that part of the session may remain', async () => {
+    const { store, stored } = storeRefusing({ deleteFails: true });
+    const service = new StateSessionService(store, { logCacheBytes: 0 });
+    const failure = await service.importSession(source(['e1', 'bad'])).catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(BackendError);
+    expect(failure).toMatchObject({ operation: 'importSession', mayHaveApplied: true });
+    expect((failure as Error).message).toContain('event 2 of 2 failed');
+    expect((failure as Error).message).toContain('may remain with its first 1 event(s)');
+    expect((failure as Error).message).toContain('connection reset');
+    expect(stored()?.events.map((event) => event.id)).toEqual(['e1']);
+  });
+});
