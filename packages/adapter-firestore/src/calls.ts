@@ -102,29 +102,108 @@ export function attachDeadlines(firestore: object): boolean {
 }
 
 const guardedPools = new WeakSet<object>();
+/** The client's inner (gapic) clients known set up: their RPCs go straight on. */
+const readyClients = new WeakSet<object>();
 
 /**
- * Keeps a terminated client from ending the host process. When `terminate()`
- * comes while `@google-cloud/firestore` waits to retry a streaming read, the
- * retry's `ClientPool.run` rejects ("The client has already been terminated")
- * in a promise the client drops: an unhandled rejection. For the RPCs of the
- * store's own calls (and only those) that rejection is marked handled here:
- * the call that sent the read has failed at its deadline already, and the read
- * never settles. The rest of the application's use of the client is left
- * alone, and a client without that pool (another major) as it is; closing the
- * service before terminating the client avoids the case altogether.
+ * The client could not set up its connection for the store's request, its
+ * credentials most often ("Could not load the default credentials"): nothing
+ * was sent. The store turns it into a `BackendError` of kind
+ * `'authentication'` when the cause speaks of credentials.
  */
-export function guardTerminatedRetries(firestore: object): void {
+export class ClientSetupFailed extends Error {
+  /**
+   * FAILED_PRECONDITION, which the client retries neither as a request nor as
+   * a transaction: each attempt would fail the same way.
+   */
+  readonly code = FAILED_PRECONDITION;
+
+  constructor(cause: unknown) {
+    super(`the Firestore client could not be set up: ${cause instanceof Error ? cause.message : String(cause)}`, {
+      cause,
+    });
+    this.name = 'ClientSetupFailed';
+  }
+
+  /** Whether it was the credentials (none found, or not usable). */
+  get credentials(): boolean {
+    return /credential/i.test(this.message);
+  }
+}
+
+/**
+ * Keeps the client's own promises, of the store's RPCs, from ending the host
+ * process, by guarding `run` of its internal `ClientPool` for the store's
+ * calls (and only those):
+ *
+ * - When `terminate()` comes while `@google-cloud/firestore` waits to retry a
+ *   streaming read, the retry's `run` rejects ("The client has already been
+ *   terminated") in a promise the client drops: an unhandled rejection. It
+ *   is marked handled: the call that sent the read has failed at its deadline
+ *   already, and the read never settles.
+ * - Each RPC method of the inner (gapic) client starts by setting it up, and
+ *   drops the rejection when that fails (no credentials found, say): one
+ *   unhandled rejection per request, and a request that never answers. The
+ *   set-up is awaited first here instead, once per inner client: when it
+ *   fails, the request is given a stand-in whose methods throw a
+ *   {@link ClientSetupFailed}, so that it fails at once by its own error path,
+ *   and no method of the inner client is called.
+ *
+ * The rest of the application's use of the client is left alone, and a
+ * client without that pool (another major) as it is; closing the service
+ * before terminating the client avoids the first case altogether.
+ */
+export function guardClientPool(firestore: object): void {
   const pool = (firestore as { _clientPool?: { run?: unknown } })._clientPool;
   if (typeof pool !== 'object' || pool === null || guardedPools.has(pool)) return;
   const run = pool.run;
   if (typeof run !== 'function') return;
   pool.run = function guardedRun(this: unknown, ...args: unknown[]) {
+    const ours = scope.getStore() !== undefined;
+    const op = args[2];
+    if (ours && typeof op === 'function') {
+      args[2] = (client: unknown) =>
+        typeof client !== 'object' || client === null || readyClients.has(client)
+          ? op(client)
+          : setUp(client).then(
+              () => op(client),
+              // The request's own error path (the client waits on what the request does, not on this promise).
+              (failure: unknown) => op(failingClient(failure)),
+            );
+    }
     const result: unknown = run.apply(this, args);
-    if (result instanceof Promise && scope.getStore() !== undefined) result.catch(() => undefined);
+    if (result instanceof Promise && ours) result.catch(() => undefined);
     return result;
   };
   guardedPools.add(pool);
+}
+
+/** An inner client whose every method throws `failure`: what a request is given when its client could not be set up. */
+function failingClient(failure: unknown): object {
+  return new Proxy(
+    {},
+    {
+      get: (_target, name) =>
+        name === 'then'
+          ? undefined
+          : () => {
+              throw failure;
+            },
+    },
+  );
+}
+
+/** Sets up an inner client (`initialize()`, which the client's own methods call without handling its failure). */
+async function setUp(client: object): Promise<void> {
+  const initialize = (client as { initialize?: unknown }).initialize;
+  if (typeof initialize === 'function') {
+    try {
+      await initialize.call(client);
+    } catch (error) {
+      throw new ClientSetupFailed(error);
+    }
+  }
+  readyClients.add(client);
 }
 
 /**

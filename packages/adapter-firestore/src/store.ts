@@ -76,10 +76,11 @@ import type {
 import {
   ALREADY_EXISTS,
   attachDeadlines,
+  ClientSetupFailed,
   checkCall,
   FAILED_PRECONDITION,
   grpcCode,
-  guardTerminatedRetries,
+  guardClientPool,
   InFlight,
   settleAll,
   withCall,
@@ -167,7 +168,7 @@ export class FirestoreStore implements SessionStore {
     this.#now = settings.now;
     this.#closeWaitMs = settings.closeWaitMs;
     attachDeadlines(settings.firestore);
-    guardTerminatedRetries(settings.firestore);
+    guardClientPool(settings.firestore);
   }
 
   /**
@@ -175,7 +176,7 @@ export class FirestoreStore implements SessionStore {
    * in the client, so that `firestore.terminate()` after it finds none of them
    * retrying; never terminates the client. Calls still running when the wait
    * ends are named in a process warning. (Terminating the client while they
-   * run does not end the process either: see `guardTerminatedRetries`.)
+   * run does not end the process either: see `guardClientPool`.)
    */
   async close(): Promise<void> {
     const running = await this.#inFlight.settle(this.#closeWaitMs);
@@ -187,42 +188,60 @@ export class FirestoreStore implements SessionStore {
     }
   }
 
-  /** Runs one store call in `call`'s scope (see `withCall`), held until it settles for {@link close}. */
-  #run<T>(call: StoreCall | undefined, work: () => Promise<T>): Promise<T> {
-    return this.#inFlight.track(withCall(call, work));
+  /**
+   * Runs one store call in `call`'s scope (see `withCall`), held until it
+   * settles for {@link close}. A client that could not be set up for it (see
+   * `guardClientPool`) fails it as a `BackendError` that says nothing was
+   * written, of kind `'authentication'` when its credentials were the cause.
+   */
+  #run<T>(operation: string, call: StoreCall | undefined, work: () => Promise<T>): Promise<T> {
+    return this.#inFlight.track(
+      withCall(call, work).catch((error: unknown) => {
+        const setUp = setUpFailureIn(error);
+        if (!setUp) throw error;
+        throw new BackendError(operation, setUp.credentials ? (setUp.cause ?? setUp) : setUp, {
+          kind: setUp.credentials ? 'authentication' : 'outage',
+          mayHaveApplied: false,
+        });
+      }),
+    );
   }
 
   createSession(input: CreateInput, call?: StoreCall): Promise<CreateResult> {
-    return this.#run(call, () => this.#createSession(input, call));
+    return this.#run('createSession', call, () => this.#createSession(input, call));
   }
 
   loadSession(key: SessionKey, filter: EventFilter, call?: StoreCall): Promise<LoadResult | undefined> {
-    return this.#run(call, () => this.#loadSession(key, filter, call));
+    return this.#run('getSession', call, () => this.#loadSession(key, filter, call));
   }
 
   /** The event documents written since the held revision, read with the session at one moment. */
   loadSessionSince(key: SessionKey, held: HeldSession, call?: StoreCall): Promise<SinceResult | undefined> {
-    return this.#run(call, () => this.#loadSessionSince(key, held, call));
+    return this.#run('getSession', call, () => this.#loadSessionSince(key, held, call));
   }
 
   appendEvent(input: AppendInput, call?: StoreCall): Promise<AppendResult> {
-    return this.#run(call, () => this.#appendEvent(input, call));
+    return this.#run('appendEvent', call, () => this.#appendEvent(input, call));
   }
 
   deleteSession(key: SessionKey, call?: StoreCall): Promise<void> {
-    return this.#run(call, () => this.#deleteSession(key, call));
+    return this.#run('deleteSession', call, () => this.#deleteSession(key, call));
   }
 
   listSessions(query: ListQuery, call?: StoreCall): Promise<ListResult> {
-    return this.#run(call, () => this.#listSessions(query, call));
+    return this.#run('listSessions', call, () => this.#listSessions(query, call));
   }
 
   readUserState(appName: string, userId: string, call?: StoreCall): Promise<Bucket> {
-    return this.#run(call, async () => decodeState((await this.#layout.user(appName, userId).get()).get('state')));
+    return this.#run('getUserState', call, async () =>
+      decodeState((await this.#layout.user(appName, userId).get()).get('state')),
+    );
   }
 
   readAppState(appName: string, call?: StoreCall): Promise<Bucket> {
-    return this.#run(call, async () => decodeState((await this.#layout.app(appName).get()).get('state')));
+    return this.#run('getAppState', call, async () =>
+      decodeState((await this.#layout.app(appName).get()).get('state')),
+    );
   }
 
   /**
@@ -232,7 +251,7 @@ export class FirestoreStore implements SessionStore {
    * left out, with a process warning).
    */
   listAppNames(call?: StoreCall): Promise<string[]> {
-    return this.#run(call, async () => {
+    return this.#run('listAppNames', call, async () => {
       const names: string[] = [];
       for (const app of await this.#layout.root.listDocuments()) {
         const first = await app.collection(SESSIONS).limit(APP_NAMERS).get();
@@ -259,7 +278,7 @@ export class FirestoreStore implements SessionStore {
    * with a process warning.
    */
   listSessionKeys(appName: string, userId: string | undefined, call?: StoreCall): Promise<StoredSessionKey[]> {
-    return this.#run(call, async () => {
+    return this.#run('listSessionKeys', call, async () => {
       const keys: StoredSessionKey[] = [];
       const heads = await this.#layout.sessions(appName).select('userId', 'id').get();
       for (const head of heads.docs) {
@@ -501,7 +520,7 @@ export class FirestoreStore implements SessionStore {
       try {
         await batch.commit();
       } catch (error) {
-        if (grpcCode(error) !== FAILED_PRECONDITION) throw error;
+        if (grpcCode(error) !== FAILED_PRECONDITION || error instanceof ClientSetupFailed) throw error;
         refused++;
         continue;
       }
@@ -829,6 +848,14 @@ export class FirestoreStore implements SessionStore {
       if (done) return;
     }
   }
+}
+
+/** The {@link ClientSetupFailed} that `error` is, or that it was caused by (the store's own errors wrap it). */
+function setUpFailureIn(error: unknown): ClientSetupFailed | undefined {
+  for (let at = error, depth = 0; at instanceof Error && depth < 4; at = at.cause, depth++) {
+    if (at instanceof ClientSetupFailed) return at;
+  }
+  return undefined;
 }
 
 function compareTimes(a: Timestamp, b: Timestamp | undefined): number {

@@ -157,10 +157,11 @@ export class BackendError extends AdkStateError {
         : kind === 'unreadable-data'
           ? (options.mayHaveApplied ?? false)
           : false;
-    const reason = cause instanceof Error ? cause.message : String(cause);
+    // One sentence: the cause's own full stop is not doubled by the one after it.
+    const reason = (cause instanceof Error ? cause.message : String(cause)).replace(/\.+$/, '');
     let message: string;
     if (kind === 'authentication') {
-      message = `The storage backend refused the credentials during ${operation}: ${reason}. Nothing was written; check the user and password the store connects with (a retry fails the same way).`;
+      message = `The storage backend refused the credentials during ${operation}: ${reason}. Nothing was written; check the credentials the store connects with (a user and password, a key, the environment's default credentials; a retry fails the same way).`;
     } else if (kind === 'unknown-database') {
       message = `The storage backend has no such database (during ${operation}): ${reason}. Nothing was written; name a database the server has.`;
     } else if (kind === 'unreadable-data') {
