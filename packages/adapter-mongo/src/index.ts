@@ -14,7 +14,7 @@ import { assertPositiveNumber, type ExpiryOptions, expiryOf } from '@adk-state/c
 import { MongoClient, type MongoClientOptions } from 'mongodb';
 import { MongoStore } from './store.js';
 
-export { EVENT_EXPIRY_GRACE_MS, SCHEMA_VERSION } from './layout.js';
+export { type CollectionNames, EVENT_EXPIRY_GRACE_MS, SCHEMA_VERSION } from './layout.js';
 export { MongoStore, type MongoStoreConfig, SchemaVersionError } from './store.js';
 export { StandaloneServerError } from './topology.js';
 

@@ -17,7 +17,13 @@ export { listAppNames, listSessionKeys } from './apps.js';
 export type { ReplicaWait } from './connection.js';
 export { DEFAULT_SHARDS } from './keys.js';
 export type { RedisStoreWarning } from './outbox.js';
-export { DEFAULT_DRAIN_MS, DEFAULT_OUTBOX_KEEP_MS, RedisLayoutError, RedisStore } from './store.js';
+export {
+  DEFAULT_DRAIN_MS,
+  DEFAULT_OUTBOX_KEEP_MS,
+  RedisLayoutError,
+  RedisStore,
+  type RedisStoreOptions,
+} from './store.js';
 
 /** The Cluster class, a named export of every ioredis 5.x and 6.x. */
 const ClusterClass = ioredis.Cluster;
