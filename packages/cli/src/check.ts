@@ -39,7 +39,8 @@ export class StoreCheckError extends Error {
 const EXPLAIN: Record<StoreProblem, string> = {
   refused: 'refused the connection (nothing listens at that address, or a firewall says no)',
   'timed out': 'did not answer in time',
-  authentication: 'refused the credentials (authentication failed: check the user and password)',
+  authentication:
+    'refused the credentials (authentication failed: check the user and password, the key, or the default credentials it connects with)',
   'unknown database': 'has no such database',
   'host not found': 'names a host that cannot be resolved',
   failed: 'failed its start-up check',
@@ -179,10 +180,11 @@ export async function checkStore(
   const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(uri)?.[1]?.toLowerCase() ?? '';
   const fail = (error: unknown): never => {
     const problem = error instanceof CheckTimeout ? 'timed out' : problemOf(error);
+    // A refusal of the credentials in the backend's own words (the last cause), not the store's sentence around them.
     const detail =
       error instanceof CheckTimeout || problem === 'timed out'
         ? `no answer within ${formatSeconds(ms)}`
-        : textOf(error);
+        : textOf(problem === 'authentication' ? chain(error).at(-1) : error);
     throw new StoreCheckError(uri, problem, detail, { cause: error });
   };
   if (scheme === 'redis' || scheme === 'rediss') {

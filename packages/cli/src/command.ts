@@ -111,13 +111,23 @@ export function isLoopback(host: string): boolean {
   return bare === 'localhost' || bare === '::1' || /^127\.\d+\.\d+\.\d+$/.test(bare) || bare.endsWith('.localhost');
 }
 
-/** The warning printed when a server binds an address other machines can reach. */
-export function exposedHostWarning(command: string, host: string): string {
+/** The warning printed when ADK's server (`web`, `api_server`) binds an address other machines can reach. */
+export function exposedHostWarning(command: 'web' | 'api_server', host: string): string {
   return (
     `adk-state ${command}: warning: --host ${host} is not a loopback address. ADK's server checks no Host header ` +
     'and no Origin and has no authentication: anyone who can reach this address (and any web page their browser ' +
     'opens, through DNS rebinding) can read, write and delete every session. Bind 127.0.0.1, or put an ' +
     'authenticating proxy in front.'
+  );
+}
+
+/** The warning printed when the inspect page (read-only, not ADK's server) binds an address other machines can reach. */
+export function exposedInspectorWarning(host: string): string {
+  return (
+    `adk-state inspect: warning: --host ${host} is not a loopback address. The inspect page checks no Host header ` +
+    'and has no authentication: anyone who can reach this address (and any web page their browser opens, through ' +
+    'DNS rebinding) can read every session of the store, its state and events. The page writes nothing. Bind ' +
+    '127.0.0.1, or put an authenticating proxy in front.'
   );
 }
 

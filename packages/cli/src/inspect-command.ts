@@ -7,7 +7,7 @@ import { checkStore, closeWithin, DEFAULT_CHECK_TIMEOUT_MS } from './check.js';
 import {
   type CommandContext,
   EXIT_CODES,
-  exposedHostWarning,
+  exposedInspectorWarning,
   isLoopback,
   messageOf,
   port,
@@ -15,7 +15,7 @@ import {
 } from './command.js';
 import { inspectText, serveInspector } from './inspect.js';
 import { redactUri } from './redact.js';
-import { sessionServiceFromUri, type UriSessionService } from './uri.js';
+import { assertSqliteFileExists, sessionServiceFromUri, type UriSessionService } from './uri.js';
 
 interface InspectFlags {
   app: string;
@@ -51,11 +51,12 @@ export function addInspectCommand(program: Command, context: CommandContext): vo
       let service: UriSessionService | undefined;
       try {
         const timeoutMs = seconds(flags.checkTimeout, '--check-timeout');
+        assertSqliteFileExists(uri, 'the store', 'inspect only reads, and creates nothing');
         service = await sessionServiceFromUri(uri);
         const opened = service;
         await checkStore(uri, opened, { timeoutMs });
         if (flags.web) {
-          if (!isLoopback(flags.host)) error(exposedHostWarning('inspect', flags.host));
+          if (!isLoopback(flags.host)) error(exposedInspectorWarning(flags.host));
           const inspector = await serveInspector(opened, {
             host: flags.host,
             port: port(flags.port),

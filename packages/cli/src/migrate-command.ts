@@ -15,6 +15,7 @@ import {
   type MigrateReport,
   migrate,
   migrationSucceeded,
+  type SessionDecision,
 } from './migrate.js';
 import { redactUri } from './redact.js';
 
@@ -52,7 +53,7 @@ export function addMigrateCommand(program: Command, context: CommandContext): vo
       'How long the start-up check of each store may take',
       String(DEFAULT_CHECK_TIMEOUT_MS / 1000),
     )
-    .action(async (flags: MigrateFlags) => {
+    .action(async (flags: MigrateFlags, command: Command) => {
       const controller = new AbortController();
       const interrupt = () => {
         if (controller.signal.aborted) {
@@ -87,7 +88,8 @@ export function addMigrateCommand(program: Command, context: CommandContext): vo
         });
         display.end();
         print(formatReport(report));
-        exit(exitCodeOf(report, flags, print, error));
+        const given = (key: keyof MigrateFlags) => (command.getOptionValueSource(key) ?? 'default') !== 'default';
+        exit(exitCodeOf(report, resumeCommand(flags, given), flags, print, error));
       } catch (failure) {
         display.end();
         error(`adk-state migrate: ${messageOf(failure)}`);
@@ -113,25 +115,37 @@ interface MigrateFlags {
   checkTimeout: string;
 }
 
-/** The same command again, as the line that says how to resume (URIs redacted by the printer). */
-function resumeCommand(flags: MigrateFlags): string {
+/**
+ * The same command again, as the line that says how to resume: every option
+ * given that changes the run (`given` tells one given from a default), each
+ * value quoted for a shell (URIs redacted by the printer).
+ */
+function resumeCommand(flags: MigrateFlags, given: (key: keyof MigrateFlags) => boolean): string {
   const quote = (text: string) => (/^[\w@%+=:,./-]+$/.test(text) ? text : `'${text.replace(/'/g, "'\\''")}'`);
   const parts = ['adk-state migrate', '--from', quote(flags.from), '--to', quote(flags.to)];
   if (flags.app !== undefined) parts.push('--app', quote(flags.app));
   if (flags.user !== undefined) parts.push('--user', quote(flags.user));
+  if (flags.dryRun) parts.push('--dry-run');
+  if (flags.verify) parts.push('--verify');
   if (flags.overwrite) parts.push('--overwrite');
-  else if (flags.onConflict !== 'newer') parts.push('--on-conflict', flags.onConflict);
+  else if (given('onConflict')) parts.push('--on-conflict', quote(flags.onConflict));
+  if (given('maxFailures')) parts.push('--max-failures', quote(flags.maxFailures));
+  if (flags.timeout !== undefined) parts.push('--timeout', quote(flags.timeout));
+  if (given('checkTimeout')) parts.push('--check-timeout', quote(flags.checkTimeout));
   return parts.join(' ');
 }
 
 /** The exit code of a run, after the lines that explain it. */
 function exitCodeOf(
   report: MigrateReport,
+  again: string,
   flags: MigrateFlags,
   print: (text: string) => void,
   error: (text: string) => void,
 ): number {
-  const resume = `to resume, run the same command again (${resumeCommand(flags)}): what was copied is found unchanged and skipped`;
+  const resume = report.dryRun
+    ? `to resume, run the same command again (${again}): a dry run writes nothing, so it looks at every session again`
+    : `to resume, run the same command again (${again}): what was copied is found unchanged and skipped`;
   if (report.stopped) {
     if (report.stopped.reason === 'interrupted') {
       error(`adk-state migrate: interrupted after ${report.processed} of ${report.sessions} sessions; ${resume}`);
@@ -194,7 +208,7 @@ function progressDisplay(
     const tenth = progress.total === 0 ? 10 : Math.floor((progress.done / progress.total) * 10);
     if (tenth !== lastTenth) {
       lastTenth = tenth;
-      print(`migrate: sessions ${line}`);
+      print(`migrate: ${line}`);
     }
   };
   return {
@@ -216,23 +230,38 @@ function formatReport(report: MigrateReport): string {
       (report.apps.length > 1 ? ` in ${report.apps.length} apps` : ''),
     `${report.dryRun ? 'would write' : 'wrote'} ${scopeWrites} user:/app: keys; ${changesOf(report)} changes in all`,
   ];
+  // A session missing from the listing is named once: with its failure, with its conflict, or on a line of its own.
+  const unlisted = new Set(report.unlisted);
+  const failed = new Set(report.failed.map((failure) => failure.session));
+  const found = (session: string) =>
+    unlisted.has(session) ? " (unlisted: missing from the source's listing, found by a scan of its records)" : '';
   for (const session of report.unlisted) {
+    const decision = report.unlistedDecisions[session];
+    if (failed.has(session) || decision === 'conflict') continue;
     lines.push(
-      `  unlisted: ${session} is missing from the source's listing (found by a scan of its records; copied with the rest)`,
+      `  unlisted: ${session} is missing from the source's listing (found by a scan of its records; ${unlistedOutcome(decision, report.dryRun)})`,
     );
   }
   for (const conflict of report.conflicts) {
-    lines.push(`  conflict: ${conflict} has writes of its own in the target, which wrote it last (left alone)`);
+    lines.push(
+      `  conflict: ${conflict}${found(conflict)} has writes of its own in the target, which wrote it last (left alone)`,
+    );
   }
   for (const scope of report.scopes) {
-    if (scope.written.length > 0) lines.push(`  ${scope.appName} ${scope.scope}: wrote ${scope.written.join(', ')}`);
+    if (scope.written.length > 0) {
+      lines.push(
+        `  ${scope.appName} ${scope.scope}: ${report.dryRun ? 'would write' : 'wrote'} ${scope.written.join(', ')}`,
+      );
+    }
     if (scope.keptInTarget.length > 0) {
       lines.push(
         `  conflict: ${scope.appName} ${scope.scope}: kept the target's ${scope.keptInTarget.join(', ')} (the target wrote them last)`,
       );
     }
   }
-  for (const failure of report.failed) lines.push(`  failed: ${failure.session}: ${failure.error}`);
+  for (const failure of report.failed) {
+    lines.push(`  failed: ${failure.session}${found(failure.session)}: ${failure.error}`);
+  }
   if (report.verified) lines.push(`verify: ${report.differences.length} differences`);
   if (report.differences.length > 0) {
     for (const difference of report.differences.slice(0, 50)) {
@@ -242,4 +271,13 @@ function formatReport(report: MigrateReport): string {
     }
   }
   return lines.join('\n');
+}
+
+/** What became of a session missing from the source's listing that neither failed nor was left as a conflict. */
+function unlistedOutcome(decision: SessionDecision | undefined, dryRun: boolean): string {
+  if (decision === 'copy' || decision === 'update') {
+    return dryRun ? 'would be copied with the rest' : 'copied with the rest';
+  }
+  if (decision === 'unchanged') return "the target's copy is the same: left alone";
+  return 'not reached: the run stopped before it';
 }

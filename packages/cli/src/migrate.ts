@@ -26,16 +26,19 @@ import { scopeOf } from '@adk-state/core/store';
 import type { BaseSessionService, Event, Session } from '@google/adk';
 import { checkStore, closeWithin, problemOf } from './check.js';
 import { redactUri } from './redact.js';
-import { sessionServiceFromUri, type UriSessionService } from './uri.js';
+import { assertSqliteFileExists, isMemoryUri, sessionServiceFromUri, type UriSessionService } from './uri.js';
 
 /** Who wins a conflict: the side that wrote last (default), always the target, or always the source. */
 export type ConflictPolicy = 'newer' | 'target' | 'source';
 
 /** What to copy, and how. */
 export interface MigrateOptions {
-  /** The source: any URI `sessionServiceFromUri` takes, `@google/adk`'s own `sqlite://`, `postgresql://`, … included. */
+  /**
+   * The source: any URI `sessionServiceFromUri` takes, `@google/adk`'s own `sqlite://`, `postgresql://`, … included,
+   * but `memory://`; a `sqlite://` file must exist.
+   */
   from: string;
-  /** The target: an adk-state store. */
+  /** The target: an adk-state store, but `memory://`. */
   to: string;
   /** One app; every app of the source when absent (the source must be able to list them). */
   appName?: string;
@@ -117,9 +120,14 @@ export interface MigrateReport {
   /**
    * `app/user/session` of every session the source holds but its listing
    * left out (its listing entries were changed outside adk-state), found by
-   * the source store's scan of its records; they are copied with the rest.
+   * the source store's scan of its records; the run handles them as the rest.
    */
   unlisted: string[];
+  /**
+   * What the run decided for each session of `unlisted` it got through, by
+   * `app/user/session`: one that failed, or that the run never reached, is absent.
+   */
+  unlistedDecisions: Record<string, SessionDecision>;
   /** Sessions the run got to (all of them unless it stopped). */
   processed: number;
   /** Events copied (or that would be, in a dry run). */
@@ -317,8 +325,31 @@ async function unlistedSessions(
     .map((key) => ({ appName, userId: key.userId, id: key.sessionId, state: {}, events: [], lastUpdateTime: 0 }));
 }
 
+/**
+ * Refuses, before any store is opened, what no run can use: a `memory://`
+ * store on either side (it lives only in the process that made it: a source
+ * would be a new, empty one, and a copy would be gone when the run ends), and
+ * a `sqlite://` source whose file does not exist (ADK would create it: a
+ * source is only read).
+ */
+function refuseUnusable(from: string, to: string): void {
+  const memory = 'a memory:// store lives only in the process that made it';
+  if (isMemoryUri(from)) {
+    throw new Error(
+      `the source ${redactUri(from)} cannot be migrated from: ${memory}, so this run would read a new, empty one`,
+    );
+  }
+  if (isMemoryUri(to)) {
+    throw new Error(
+      `the target ${redactUri(to)} cannot be migrated to: ${memory}, so the copy would be gone when this run ends`,
+    );
+  }
+  assertSqliteFileExists(from, 'the source', 'a source is only read, never created');
+}
+
 /** Runs a migration. Opens both stores from their URIs, checks them, and closes them at the end. */
 export async function migrate(options: MigrateOptions): Promise<MigrateReport> {
+  refuseUnusable(options.from, options.to);
   const serviceOptions = options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs };
   const source = await sessionServiceFromUri(options.from, serviceOptions);
   let target: UriSessionService | undefined;
@@ -350,6 +381,7 @@ function emptyReport(options: { dryRun?: boolean; verify?: boolean }, apps: stri
     apps,
     sessions: 0,
     unlisted: [],
+    unlistedDecisions: {},
     processed: 0,
     events: 0,
     decisions: { copy: 0, unchanged: 0, update: 0, conflict: 0 },
@@ -403,6 +435,7 @@ export async function copyAll(
     report.sessions += heads.length;
   }
   const progress: MigrateProgress = { appName: '', done: 0, total: report.sessions, events: 0, startedAt: Date.now() };
+  const unlisted = new Set(report.unlisted);
   const copied: { session: Session; kept: Set<string> }[] = [];
   let failuresInARow = 0;
 
@@ -501,6 +534,7 @@ export async function copyAll(
               pending = {};
             }
             report.decisions[decision]++;
+            if (unlisted.has(name(full))) report.unlistedDecisions[name(full)] = decision;
             if (decision === 'conflict') report.conflicts.push(name(full));
             else copied.push({ session: full, kept });
             failuresInARow = 0;

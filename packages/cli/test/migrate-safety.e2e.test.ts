@@ -112,6 +112,11 @@ describe('adk-state migrate, run again on a target that took writes', () => {
       run = await runCli([...args, '--dry-run', '--on-conflict', 'source']);
       expect(run.stdout).toContain('dry run: would copy 0 new and 2 updated sessions');
       expect(run.stdout).toContain('would write 3 user:/app: keys');
+      // Each scope says what it would write, not what it wrote.
+      expect(run.stdout).toContain('shop user:ada: would write user:plan');
+      expect(run.stdout).toContain('shop user:bob: would write user:plan');
+      expect(run.stdout).toContain('shop app: would write app:motd');
+      expect(run.stdout).not.toContain(': wrote ');
       expect(await target.service.getUserState({ appName: 'shop', userId: 'ada' })).toEqual({ plan: 'team', extra: 1 });
 
       // The source writes later than the target: the source wins those, the target keeps bob's session.
@@ -199,9 +204,15 @@ describe('adk-state migrate, run again on a target that took writes', () => {
       expect((await source.service.listSessions({ appName: 'damaged' })).sessions.map((s) => s.id)).not.toContain(
         'slost',
       );
+      const dry = await runCli(['migrate', '--from', source.uri, '--to', target.uri, '--app', 'damaged', '--dry-run']);
+      expect(dry.stdout).toContain(
+        "unlisted: damaged/ada/slost is missing from the source's listing (found by a scan of its records; would be copied with the rest)",
+      );
       const run = await runCli(['migrate', '--from', source.uri, '--to', target.uri, '--app', 'damaged']);
       expect(run.code, run.stdout + run.stderr).toBe(1);
-      expect(run.stdout).toContain('unlisted: damaged/ada/slost');
+      expect(run.stdout).toContain(
+        "unlisted: damaged/ada/slost is missing from the source's listing (found by a scan of its records; copied with the rest)",
+      );
       expect(run.stdout).toContain('of 6 sessions');
       for (const sessionId of damaged) {
         expect(run.stdout + run.stderr).toMatch(new RegExp(`failed: .*${sessionId}.*Stored data could not be read`));
@@ -246,7 +257,12 @@ describe('adk-state migrate, run again on a target that took writes', () => {
       );
       const run = await runCli(['migrate', '--from', mongo.url, '--to', target.uri, '--app', 'timed']);
       expect(run.code, run.stdout + run.stderr).toBe(1);
-      expect(run.stdout).toContain('unlisted: timed/ada/sbare');
+      // Missing from the listing and unreadable: named once, with its failure, never as copied.
+      expect(run.stdout).toContain(
+        "failed: timed/ada/sbare (unlisted: missing from the source's listing, found by a scan of its records): ",
+      );
+      expect(run.stdout.match(/timed\/ada\/sbare/g)).toHaveLength(1);
+      expect(run.stdout).not.toContain('copied with the rest');
       expect(run.stdout).toContain('of 5 sessions');
       for (const sessionId of ['swhen', 'sgone', 'sbare']) {
         expect(run.stdout + run.stderr).toMatch(new RegExp(`failed: .*${sessionId}.*Stored data could not be read`));
@@ -339,7 +355,7 @@ describe('adk-state migrate, interrupted and stopped', () => {
   it('Ctrl-C stops after the current session with exit 130 and a line that says how to resume; the re-run finishes', async () => {
     const target = `${redis.url}/2`;
     const args = ['migrate', '--from', `${redis.url}/1`, '--to', target, '--app', 'big'];
-    const cli = await startCli(args, 0, 'migrate: sessions ');
+    const cli = await startCli(args, 0, '/300 sessions, ');
     // The server is frozen while the signal arrives, so the run cannot be through before it sees it.
     await redis.pause();
     cli.child.kill('SIGINT');
@@ -366,7 +382,7 @@ describe('adk-state migrate, interrupted and stopped', () => {
         '--max-failures',
         '3',
       ];
-      const cli = await startCli(args, 0, 'migrate: sessions ');
+      const cli = await startCli(args, 0, '/300 sessions, ');
       await doomed.kill();
       const code = await cli.stop('SIGCONT');
       const output = cli.output();
@@ -397,13 +413,17 @@ describe('adk-state migrate, interrupted and stopped', () => {
         '--timeout',
         '1',
       ];
-      const cli = await startCli(args, 0, 'migrate: sessions ');
+      const cli = await startCli(args, 0, '/300 sessions, ');
       await hanging.pause();
       const code = await cli.stop('SIGCONT');
       const output = cli.output();
       expect(code, output).toBe(1);
       expect(output).toContain('stopped: 2 sessions in a row failed');
-      expect(output).toContain('to resume, run the same command again');
+      // The resume line keeps what made the run stop where it did: its deadline and its bound of failures.
+      expect(output).toContain(
+        `to resume, run the same command again (adk-state migrate --from ${redis.url}/1 --to ${hanging.url}/0 ` +
+          '--app big --max-failures 2 --timeout 1)',
+      );
       expect(output).toMatch(/; 2 failed; of 300 sessions/);
     } finally {
       hanging.resume();
@@ -431,8 +451,10 @@ describe('adk-state migrate, interrupted and stopped', () => {
     }
 
     const plain = await runCli(['migrate', '--from', `${redis.url}/1`, '--to', `${redis.url}/4`, '--app', 'big']);
-    const lines = plain.stdout.split('\n').filter((line) => line.startsWith('migrate: sessions'));
+    const lines = plain.stdout.split('\n').filter((line) => line.startsWith('migrate: '));
     expect(lines.length).toBeGreaterThan(1);
+    // "sessions" once: `migrate: 30/300 sessions, …`.
+    for (const line of lines) expect(line).toMatch(/^migrate: \d+\/300 sessions, \d+ events, /);
     expect(lines.length).toBeLessThanOrEqual(11);
     expect(plain.stdout).not.toContain('\r');
     expect(plain.stdout).not.toContain(ESCAPE);

@@ -5,14 +5,15 @@
  * resumed, which ends where an uninterrupted run ends. Every copy is checked
  * with --verify.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MongoSessionService } from '@adk-state/adapter-mongo';
 import { RedisSessionService } from '@adk-state/adapter-redis';
 import { startStandIn } from '@adk-state/mongo-standin';
 import { emulatorSettings, startFirestoreEmulator, TEST_PROJECT_ID } from '@adk-state/test-servers/firestore';
-import { type RedisServer, startRedisServer } from '@adk-state/test-servers/redis';
+import { freePort, type RedisServer, startRedisServer } from '@adk-state/test-servers/redis';
 import { createEvent, Runner, type Session } from '@google/adk';
 import { FieldValue, Firestore } from '@google-cloud/firestore';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -254,7 +255,7 @@ describe('adk-state migrate', () => {
         }
       }
       const args = (to: string) => ['migrate', '--from', source.uri, '--to', to, '--app', 'big'];
-      const interrupted = await startCli(args(resumed.uri), 0, 'migrate: sessions ');
+      const interrupted = await startCli(args(resumed.uri), 0, '/400 sessions, ');
       // The first progress line is printed after the first session: kill it there, mid-run.
       interrupted.child.kill('SIGKILL');
       await interrupted.stop();
@@ -278,7 +279,7 @@ describe('adk-state migrate', () => {
     const run = await runCli([
       'migrate',
       '--from',
-      'memory://',
+      `${redis.url}/10`,
       '--to',
       `sqlite://${join(scratch, 'x.db')}`,
       '--app',
@@ -286,5 +287,58 @@ describe('adk-state migrate', () => {
     ]);
     expect(run.code).toBe(1);
     expect(run.stderr).toContain('is not an adk-state store');
+  });
+
+  it('refuses memory:// on either side before any work, in one line that says why, with exit code 1', async () => {
+    const source = redisDb(redis, 11);
+    try {
+      await source.service.createSession({ appName: 'shop', userId: 'ada', state: { 'user:plan': 'pro' } });
+      // A memory:// target would take the copy, pass --verify, and be gone when the run ends.
+      let run = await runCli(['migrate', '--from', source.uri, '--to', 'memory://', '--verify']);
+      expect(run.code, run.stdout + run.stderr).toBe(1);
+      expect(run.stdout).not.toContain('copied');
+      expect(run.stderr.trim().split('\n')).toEqual([
+        'adk-state migrate: the target memory:// cannot be migrated to: a memory:// store lives only in the ' +
+          'process that made it, so the copy would be gone when this run ends',
+      ]);
+      // A memory:// source is a new, empty store: refused, not "nothing found" (exit 4).
+      run = await runCli(['migrate', '--from', 'memory://', '--to', `${redis.url}/12`]);
+      expect(run.code, run.stdout + run.stderr).toBe(1);
+      expect(run.stderr.trim().split('\n')).toHaveLength(1);
+      expect(run.stderr).toContain('the source memory:// cannot be migrated from');
+      expect(run.stderr).toContain('lives only in the process that made it');
+      // Before any work: a source nothing listens on is never reached.
+      run = await runCli(['migrate', '--from', `redis://127.0.0.1:${await freePort()}`, '--to', 'MEMORY://']);
+      expect(run.code, run.stdout + run.stderr).toBe(1);
+      expect(run.stderr).toContain('the target MEMORY:// cannot be migrated to');
+      expect(run.stderr).not.toContain('refused the connection');
+    } finally {
+      await source.service.close();
+    }
+  });
+
+  it('refuses a SQLite source whose file does not exist, and creates nothing (migrate and inspect)', async () => {
+    const missing = join(scratch, 'nonexist.db');
+    const before = await readdir(scratch);
+    const run = await runCli(['migrate', '--from', `sqlite://${missing}`, '--to', `${redis.url}/13`]);
+    expect(run.code, run.stdout + run.stderr).toBe(1);
+    expect(run.stderr.trim().split('\n')).toEqual([
+      `adk-state migrate: the source sqlite://${missing} names a SQLite file that does not exist (${missing}): ` +
+        'a source is only read, never created',
+    ]);
+    expect(existsSync(missing)).toBe(false);
+    // inspect only reads too.
+    const inspected = await runCli(['inspect', `sqlite://${missing}`, '--app', 'shop']);
+    expect(inspected.code, inspected.stdout + inspected.stderr).toBe(1);
+    expect(inspected.stderr.trim().split('\n')).toEqual([
+      `adk-state inspect: the store sqlite://${missing} names a SQLite file that does not exist (${missing}): ` +
+        'inspect only reads, and creates nothing',
+    ]);
+    expect(existsSync(missing)).toBe(false);
+    expect(await readdir(scratch)).toEqual(before);
+    // An in-memory SQLite database needs no file: it is opened, and found empty (exit 4).
+    const inMemory = await runCli(['migrate', '--from', 'sqlite://:memory:', '--to', `${redis.url}/13`]);
+    expect(inMemory.code, inMemory.stdout + inMemory.stderr).toBe(4);
+    expect(inMemory.stderr).toContain('nothing found: the source holds no app');
   });
 });

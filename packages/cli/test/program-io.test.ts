@@ -5,6 +5,8 @@
  */
 import { RedisSessionService } from '@adk-state/adapter-redis';
 import { type RedisServer, startRedisServer } from '@adk-state/test-servers/redis';
+import { createEvent } from '@google/adk';
+import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createProgram, EXIT_CODES } from '../src/program.js';
 
@@ -96,12 +98,66 @@ describe('createProgram with an io of its own', () => {
         false,
       );
       expect(codes).toEqual([EXIT_CODES.ok]);
-      expect(printed.filter((line) => line.startsWith('migrate: sessions 1/1 sessions'))).toHaveLength(1);
+      expect(printed.filter((line) => line.startsWith('migrate: 1/1 sessions, 0 events, '))).toHaveLength(1);
+      expect(printed.join('\n')).not.toContain('migrate: sessions');
       expect(written).toEqual([]);
       expect(direct).toEqual([]);
     } finally {
       if (isTTY) Object.defineProperty(process.stdout, 'isTTY', isTTY);
       else delete (process.stdout as { isTTY?: boolean }).isTTY;
     }
+  });
+
+  it('migrate that stops: the resume line repeats every option that changes the run, shell-quoted, passwords hidden', async () => {
+    const source = `redis://:pa55word@127.0.0.1:${redis.port}/7`;
+    const target = `redis://:pa55word@127.0.0.1:${redis.port}/8`;
+    const seeding = new RedisSessionService({ url: source });
+    const raw = new Redis(source);
+    try {
+      for (const sessionId of ['s1', 's2']) {
+        const session = await seeding.createSession({ appName: "ada's shop", userId: 'ada', sessionId });
+        await seeding.appendEvent({ session, event: createEvent({ invocationId: 'i', author: 'user' }) });
+      }
+      // Every session's log holds an entry that is no longer an event: each one fails, and one failure stops the run.
+      for (const name of await raw.keys('*:e:*')) await raw.lset(name, 0, 'not an entry');
+    } finally {
+      raw.disconnect();
+      await seeding.close();
+    }
+    const { errors, codes, direct } = await run(
+      [
+        'migrate',
+        '--from',
+        source,
+        '--to',
+        target,
+        '--app',
+        "ada's shop",
+        '--user',
+        'ada',
+        '--dry-run',
+        '--verify',
+        '--on-conflict',
+        'target',
+        '--max-failures',
+        '1',
+        '--timeout',
+        '7',
+        '--check-timeout',
+        '3',
+      ],
+      false,
+    );
+    expect(codes).toEqual([EXIT_CODES.error]);
+    const text = errors.join('\n');
+    expect(text).toContain('stopped: 1 sessions in a row failed');
+    const hidden = `redis://:***@127.0.0.1:${redis.port}`;
+    expect(text).toContain(
+      `to resume, run the same command again (adk-state migrate --from ${hidden}/7 --to ${hidden}/8 ` +
+        "--app 'ada'\\''s shop' --user ada --dry-run --verify --on-conflict target --max-failures 1 --timeout 7 " +
+        '--check-timeout 3)',
+    );
+    expect(text).not.toContain('pa55word');
+    expect(direct).toEqual([]);
   });
 });

@@ -62,8 +62,9 @@ describe('the start-up check of a store', () => {
       ['web', ['web', AGENTS_DIR, '--port', '0', '--session_service_uri', uri, '--check_timeout', '1']],
       ['api_server', ['api_server', AGENTS_DIR, '--port', '0', '--check_timeout', '1'], { DATABASE_URL: uri }],
       ['inspect', ['inspect', uri, '--app', 'greeter', '--check-timeout', '1']],
-      ['migrate --from', ['migrate', '--from', uri, '--to', 'memory://', '--app', 'a', '--check-timeout', '1']],
-      ['migrate --to', ['migrate', '--from', 'memory://', '--to', uri, '--app', 'a', '--check-timeout', '1']],
+      // The other side is a store that passes its check (migrate refuses memory://).
+      ['migrate --from', ['migrate', '--from', uri, '--to', `${open.url}/1`, '--app', 'a', '--check-timeout', '1']],
+      ['migrate --to', ['migrate', '--from', `${open.url}/2`, '--to', uri, '--app', 'a', '--check-timeout', '1']],
     ] as const;
 
   for (const command of ['web', 'api_server', 'inspect', 'migrate --from', 'migrate --to']) {
@@ -176,6 +177,19 @@ describe('the start-up check of a store', () => {
     const run = await runCli(['api_server', AGENTS_DIR, '--host', '192.0.2.1', '--port', '0']);
     expect(run.stderr).toContain('warning: --host 192.0.2.1 is not a loopback address');
     expect(run.stderr).toContain('checks no Host header and no Origin');
+    expect(run.stderr).toContain('can read, write and delete every session');
+    expect(run.code).toBe(1);
+  });
+
+  it('inspect --web with a --host that is not a loopback address: a warning of its own, about a read-only page', async () => {
+    const run = await runCli(['inspect', '--web', '--host', '192.0.2.1', '--port', '0', 'memory://', '--app', 'shop']);
+    const [warning] = run.stderr.split('\n');
+    expect(warning).toContain('adk-state inspect: warning: --host 192.0.2.1 is not a loopback address');
+    expect(warning).toContain('anyone who can reach this address');
+    expect(warning).toContain('can read every session of the store');
+    expect(warning).toContain('The page writes nothing');
+    expect(warning).not.toContain("ADK's server");
+    expect(warning).not.toContain('write and delete');
     expect(run.code).toBe(1);
   });
 });
