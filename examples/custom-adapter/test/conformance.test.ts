@@ -20,5 +20,8 @@ runConformanceSuite({
     sharedBackend: true,
     outage: { absent: 'a local directory cannot be taken away from a running process' },
     damage: fileDamage(() => directory),
+    lostWrites: {
+      absent: 'one directory on one machine: a write is lost only with the machine, and every cache with it',
+    },
   },
 });

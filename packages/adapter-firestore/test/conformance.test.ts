@@ -72,6 +72,7 @@ runConformanceSuite({
       absent: 'Firestore removes expired documents by its TTL policy, within about a day (the emulator never)',
     },
     damage: firestoreDamage(rawClient, rootCollection),
+    lostWrites: { absent: 'Firestore acknowledges a write once it is replicated: none is lost' },
     sessionKeys: true,
   },
   divergences: emulator.kind === 'third-party' ? THIRD_PARTY_EMULATOR_DIVERGENCES : [],

@@ -5,5 +5,6 @@ export const MEMORY_CAPABILITIES: Capabilities = {
   sharedBackend: false,
   outage: { absent: 'an in-process store has no backend to take away' },
   damage: { absent: 'an in-process store keeps no record outside the service to damage' },
+  lostWrites: { absent: 'an in-process store has no replica and no snapshot to come back from' },
   sessionKeys: true,
 };

@@ -41,6 +41,7 @@ export type {
   DamageControl,
   DamagedKey,
   Divergence,
+  LostWritesControl,
   OutageControl,
   Restore,
 } from './target.js';
@@ -88,7 +89,7 @@ export function runConformanceSuite<S extends ConformanceService>(target: Confor
               it.skip(`${name} (skipped: ${skipped})`, () => {});
               return;
             }
-            const { outage, damage } = target.capabilities;
+            const { outage, damage, lostWrites } = target.capabilities;
             const divergence = divergences.get(id);
             /**
              * Runs the test; `tolerated` (an intermittent divergence) is
@@ -105,6 +106,7 @@ export function runConformanceSuite<S extends ConformanceService>(target: Confor
                 },
                 outage && !('absent' in outage) ? outage : undefined,
                 damage && !('absent' in damage) ? damage : undefined,
+                lostWrites && !('absent' in lostWrites) ? lostWrites : undefined,
               );
               const seen = faults?.count() ?? 0;
               let failure: { error: unknown } | undefined;

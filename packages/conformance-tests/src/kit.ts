@@ -12,6 +12,7 @@ import type {
   ConformanceService,
   ConformanceServiceOptions,
   DamageControl,
+  LostWritesControl,
   OutageControl,
 } from './target.js';
 
@@ -39,6 +40,8 @@ export interface TestKit {
   outage?: OutageControl;
   /** The target's damage control, in tests that require the `damage` capability. */
   damage?: DamageControl;
+  /** The target's control of lost writes, in tests that require the `lostWrites` capability. */
+  lostWrites?: LostWritesControl;
 }
 
 /** How {@link TestKit.fresh} makes its session. */
@@ -81,6 +84,7 @@ export function createKit(
   create: (options: ConformanceServiceOptions) => Promise<ConformanceService>,
   outage?: OutageControl,
   damage?: DamageControl,
+  lostWrites?: LostWritesControl,
 ): TestKit {
   const made: ConformanceService[] = [];
   const kit: TestKit = {
@@ -119,6 +123,7 @@ export function createKit(
     },
     ...(outage ? { outage } : {}),
     ...(damage ? { damage } : {}),
+    ...(lostWrites ? { lostWrites } : {}),
   };
   return kit;
 }

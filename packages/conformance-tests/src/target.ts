@@ -62,6 +62,21 @@ export interface DamageControl {
   listingEntry?(key: DamagedKey): Promise<Restore>;
 }
 
+/**
+ * How the suite makes the backend lose writes it acknowledged, as a server
+ * restarted from an older snapshot, or a failover to a replica that lagged,
+ * does: for a backend that can (asynchronous replication), so that the
+ * service's reads of a session read before are checked against it.
+ */
+export interface LostWritesControl {
+  /**
+   * Takes a copy of what the backend holds of the stored session `key` (its
+   * head, its log and the ids in it) now; the function it resolves to puts
+   * that back, so that every write made to the session since is lost.
+   */
+  snapshot(key: DamagedKey): Promise<Restore>;
+}
+
 /** What the backend offers beyond the contract every store meets. */
 export interface Capabilities {
   /**
@@ -92,6 +107,12 @@ export interface Capabilities {
    * no record outside the service (an in-process store).
    */
   damage?: DamageControl | { absent: string };
+  /**
+   * How to make the backend lose acknowledged writes of a session (enables
+   * the lost-writes tests), or `{ absent: reason }` for a backend that never
+   * loses one (synchronous replication, an in-process store).
+   */
+  lostWrites?: LostWritesControl | { absent: string };
   /**
    * The service's store offers `listSessionKeys(appName, userId?)`
    * (`SessionStore.listSessionKeys`): the key of every session it holds for

@@ -8,7 +8,7 @@ import type { ConformanceTarget } from '@adk-state/conformance-tests';
 import { type Cluster, Redis } from 'ioredis';
 import { type RedisLayoutOptions, RedisSessionService } from '../../src/index.js';
 import { defaultShards } from '../../src/keys.js';
-import { type RawClient, redisDamage } from './damage.js';
+import { type RawClient, redisDamage, redisLostWrites } from './damage.js';
 import type { TargetBackend } from './targets.js';
 
 /** What the target needs of a client: the service is typed against one ioredis, any major has this shape. */
@@ -26,6 +26,9 @@ export function sharedClientTarget<T>(
   extra: RedisLayoutOptions = {},
 ): ConformanceTarget<RedisSessionService> {
   let client: SharedClient | undefined;
+  const raw = () => client as unknown as RawClient;
+  // The services' layout: the shards given, else the default of the client's kind.
+  const shards = () => extra.shards ?? defaultShards((client as { isCluster?: boolean }).isCluster === true);
   return {
     name,
     setup: async () => {
@@ -48,12 +51,8 @@ export function sharedClientTarget<T>(
       outage: backend.outage,
       expiry: true,
       sessionKeys: true,
-      // The services' layout: the shards given, else the default of the client's kind.
-      damage: redisDamage(
-        () => client as unknown as RawClient,
-        keyPrefix,
-        () => extra.shards ?? defaultShards((client as { isCluster?: boolean }).isCluster === true),
-      ),
+      damage: redisDamage(raw, keyPrefix, shards),
+      lostWrites: redisLostWrites(raw, keyPrefix, shards),
     },
   };
 }
@@ -66,6 +65,11 @@ export function urlTarget(
 ): ConformanceTarget<RedisSessionService> {
   let url: string | undefined;
   let raw: Redis | undefined;
+  // A client of the suite's own, made on first use.
+  const own = () => {
+    raw ??= new Redis(url as string);
+    return raw;
+  };
   return {
     name,
     setup: async () => {
@@ -82,11 +86,8 @@ export function urlTarget(
       outage: backend.outage,
       expiry: true,
       sessionKeys: true,
-      // A client of the suite's own, made on first use.
-      damage: redisDamage(() => {
-        raw ??= new Redis(url as string);
-        return raw;
-      }, keyPrefix),
+      damage: redisDamage(own, keyPrefix),
+      lostWrites: redisLostWrites(own, keyPrefix),
     },
   };
 }

@@ -2,9 +2,11 @@
  * The conformance suite's damage control for a Redis store: changes one
  * field of a session's stored hash, one entry of its log or its listing
  * entries with a raw client, as a record changed outside the store would be,
- * and puts it back.
+ * and puts it back. And its control of lost writes: a session's keys put
+ * back as they were, as a restart from an older snapshot, or a failover to a
+ * replica that lagged, leaves them.
  */
-import type { DamageControl, DamagedKey, Restore } from '@adk-state/conformance-tests';
+import type { DamageControl, DamagedKey, LostWritesControl, Restore } from '@adk-state/conformance-tests';
 import { encodeText, FIELD, sessionKeys } from '../../src/keys.js';
 
 /** The commands used, as any ioredis Redis or Cluster client of any supported major has them. */
@@ -17,6 +19,10 @@ export interface RawClient {
   zscore(key: string, member: string): Promise<string | null>;
   zrem(key: string, member: string): Promise<unknown>;
   zadd(key: string, score: string, member: string): Promise<unknown>;
+  dumpBuffer(key: string): Promise<Buffer | null>;
+  pttl(key: string): Promise<number>;
+  restore(key: string, ttl: number, value: Buffer, replace: 'REPLACE'): Promise<unknown>;
+  del(key: string): Promise<unknown>;
 }
 
 export function redisDamage(raw: () => RawClient, keyPrefix: string, shards: () => number = () => 1): DamageControl {
@@ -62,6 +68,30 @@ export function redisDamage(raw: () => RawClient, keyPrefix: string, shards: () 
       }
       return async () => {
         for (const [at, [index, member]] of entries.entries()) await client.zadd(index, scores[at] as string, member);
+      };
+    },
+  };
+}
+
+export function redisLostWrites(
+  raw: () => RawClient,
+  keyPrefix: string,
+  shards: () => number = () => 1,
+): LostWritesControl {
+  return {
+    async snapshot(key) {
+      const client = raw();
+      const keys = sessionKeys(keyPrefix, key.appName, key.userId, key.sessionId, shards());
+      // The session's hash (head and state), its log and the positions of its ids, each with its time to live.
+      const saved: Array<{ name: string; dump: Buffer | null; ttl: number }> = [];
+      for (const name of [keys.session, keys.events, keys.eventIds]) {
+        saved.push({ name, dump: await client.dumpBuffer(name), ttl: await client.pttl(name) });
+      }
+      return async () => {
+        for (const { name, dump, ttl } of saved) {
+          if (dump === null) await client.del(name);
+          else await client.restore(name, ttl > 0 ? ttl : 0, dump, 'REPLACE');
+        }
       };
     },
   };

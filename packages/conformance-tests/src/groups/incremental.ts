@@ -7,7 +7,7 @@
  */
 import type { Event, Session } from '@google/adk';
 import { expect } from 'vitest';
-import { allAwaited, expectCode, type Group, ids, plain, put, type TestKit, whileWriting } from '../kit.js';
+import { allAwaited, expectCode, type Group, handed, ids, plain, put, type TestKit, whileWriting } from '../kit.js';
 import type { ConformanceService, ConformanceServiceOptions } from '../target.js';
 
 /** What a read shows, as plain data: the state and every event as JSON. */
@@ -292,6 +292,52 @@ export const incremental: Group = {
           expect(empty?.events).toEqual([]);
         },
         { requires: 'sharedBackend' },
+      );
+
+      test(
+        'writes the backend lost, and others it took since at the same revisions, are seen: lost appends, a lost write in place' +
+          suffix,
+        async (kit) => {
+          const { writer, reader, plainReader, key } = await cast(kit, options);
+          const control = handed(kit.lostWrites, 'lostWrites');
+          const session = await writer.createSession({ ...key, state: { n: 0 } });
+          for (let n = 1; n <= 3; n++) await put(writer, session, { n }, { text: `turn ${n}` });
+          let restore = await control.snapshot(key);
+          await put(writer, session, { n: 4 }, { text: 'turn 4, lost' });
+          await put(writer, session, { n: 5 }, { text: 'turn 5, lost' });
+          expect((await reader.getSession(key))?.events).toHaveLength(5);
+          await restore();
+          // After the loss, writes from a session read anew: the same revisions again, other events.
+          let current = (await plainReader.getSession(key)) as Session;
+          for (let n = 4; n <= 6; n++) await put(plainReader, current, { n }, { text: `turn ${n}, after the loss` });
+          let read = await expectSameRead(reader, plainReader, key, 'after lost appends and three others');
+          expect(read?.events.map((event) => event.content?.parts?.[0]?.text)).toEqual([
+            'turn 1',
+            'turn 2',
+            'turn 3',
+            'turn 4, after the loss',
+            'turn 5, after the loss',
+            'turn 6, after the loss',
+          ]);
+
+          // An event written again in place, lost; then another written again in place at the same revision.
+          current = (await plainReader.getSession(key)) as Session;
+          restore = await control.snapshot(key);
+          const second = current.events[1] as Event;
+          await put(plainReader, current, { n: 7 }, { id: second.id, text: 'turn 2, rewritten and lost' });
+          expect(textOf(await reader.getSession(key), 1)).toBe('turn 2, rewritten and lost');
+          await restore();
+          current = (await plainReader.getSession(key)) as Session;
+          const third = current.events[2] as Event;
+          await put(plainReader, current, { n: 7 }, { id: third.id, text: 'turn 3, rewritten after the loss' });
+          read = await expectSameRead(reader, plainReader, key, 'after a lost write in place and another');
+          expect(textOf(read, 1)).toBe('turn 2');
+          expect(textOf(read, 2)).toBe('turn 3, rewritten after the loss');
+          current = (await plainReader.getSession(key)) as Session;
+          await put(plainReader, current, { n: 8 }, { text: 'turn 7' });
+          await expectSameRead(reader, plainReader, key, 'after one more append');
+        },
+        { requires: ['sharedBackend', 'lostWrites'] },
       );
 
       test(
