@@ -609,7 +609,7 @@ export class StateSessionService extends BaseSessionService {
       try {
         result = await this.#call('importSession', WRITE, key, (call) => store.appendEvent(appendInput, call));
       } catch (error) {
-        throw await this.#removePartImport(key, error, position, events.length);
+        throw await this.#removePartImport(key, error, { first: input.revision, position, events });
       }
       if (result.status !== 'ok') {
         // Another writer has the session now: what it holds is not this import's to remove.
@@ -625,25 +625,48 @@ export class StateSessionService extends BaseSessionService {
   /**
    * After an event of an import made through `createSession` and
    * `appendEvent` failed: removes the session that holds the events before
-   * it, so that a failed import leaves none of the session behind. Returns
-   * the error to throw: the event's own when the session is gone again, else
-   * a {@link BackendError} that says part of the session may remain.
+   * it (and that one, if its append went through after all), so that a
+   * failed import leaves none of the session behind; but only while the
+   * stored session is the import's own (its revision and newest event are
+   * what the import wrote): another writer's events are never removed.
+   * Returns the error to throw: the event's own when the session is gone
+   * again, else a {@link BackendError} that says part of it may remain.
    */
-  async #removePartImport(key: SessionKey, error: unknown, position: number, count: number): Promise<unknown> {
-    try {
-      await this.#call('importSession', WRITE, key, (call) => this.store.deleteSession(key, call));
-      return error;
-    } catch (failure) {
+  async #removePartImport(
+    key: SessionKey,
+    error: unknown,
+    done: { first: number; position: number; events: readonly StoredEvent[] },
+  ): Promise<unknown> {
+    const { first, position, events } = done;
+    const remains = (why: string) => {
       const reason = error instanceof Error ? error.message : String(error);
-      const cleanup = failure instanceof Error ? failure.message : String(failure);
       return new BackendError(
         'importSession',
         new Error(
-          `event ${position + 1} of ${count} failed (${reason}), and removing the session it had created failed too (${cleanup}): the session may remain with its first ${position} event(s); import it again with replace`,
+          `event ${position + 1} of ${events.length} failed (${reason}), and ${why}: the session may remain with its first ${position} event(s) or more; import it again with replace`,
           { cause: error },
         ),
         { mayHaveApplied: true },
       );
+    };
+    try {
+      const head = await this.#call('importSession', READ, key, (call) =>
+        this.store.loadSession(key, { limit: 1 }, call),
+      );
+      if (head) {
+        const newest = head.events[0]?.id;
+        // Before the failed append, or after it (its outcome was unknown): nothing but the import's writes.
+        const own =
+          (head.session.revision === first + position && newest === events[position - 1]?.id) ||
+          (head.session.revision === first + position + 1 && newest === events[position]?.id);
+        if (!own) return remains('another writer has written to it since, so it was left as it is');
+        await this.#call('importSession', WRITE, key, (call) => this.store.deleteSession(key, call));
+      }
+      return error;
+    } catch (failure) {
+      // The backend's own words: the removal's BackendError says what this one says around them.
+      const cause = failure instanceof BackendError ? failure.cause : failure;
+      return remains(`removing it failed too (${cause instanceof Error ? cause.message : String(cause)})`);
     }
   }
 

@@ -9,7 +9,7 @@ import { BackendError, InvalidArgumentError, StateSessionService } from '../src/
 import type { AppendInput, CreateInput, LoadResult, SessionKey, SessionStore, StoredEvent } from '../src/store.js';
 
 /** A store of one session at a time, whose append refuses the event `bad` as the Firestore store refuses one too large. */
-function storeRefusing(options: { deleteFails?: boolean } = {}) {
+function storeRefusing(options: { deleteFails?: boolean; interloper?: boolean } = {}) {
   let stored: { input: CreateInput; revision: number; events: StoredEvent[] } | undefined;
   const deletes: SessionKey[] = [];
   const store = {
@@ -20,20 +20,26 @@ function storeRefusing(options: { deleteFails?: boolean } = {}) {
     async appendEvent(input: AppendInput) {
       if (!stored) return { status: 'missing' };
       if (input.expectedRevision !== stored.revision) return { status: 'stale', revision: stored.revision };
-      if (input.event.id === 'bad')
+      if (input.event.id === 'bad') {
+        // Another writer's append lands while this one fails (its outcome unknown to the importer).
+        if (options.interloper) {
+          stored.events.push({ id: 'theirs', timestamp: 99, json: '{}' });
+          stored.revision++;
+        }
         throw new InvalidArgumentError('event', 'too large for this store; nothing was written');
+      }
       stored.events.push(input.event);
       stored.revision++;
       return { status: 'ok' };
     },
-    async loadSession(): Promise<LoadResult | undefined> {
+    async loadSession(_key: SessionKey, filter: { limit?: number }): Promise<LoadResult | undefined> {
       if (!stored) return undefined;
       const { input, revision, events } = stored;
       return {
         session: { ...input.key, id: input.key.sessionId, lastUpdateTime: 1, revision, state: input.state },
         userState: new Map(),
         appState: new Map(),
-        events: events.slice(),
+        events: filter.limit === undefined ? events.slice() : events.slice(-filter.limit),
       };
     },
     async deleteSession(key: SessionKey) {
@@ -75,6 +81,17 @@ describe('an import through createSession and appendEvent', () => {
     expect(await service.getSession({ appName: 'a', userId: 'u', sessionId: 's' })).toBeUndefined();
   });
 
+  it('leaves the session alone when another writer wrote to it meanwhile, and says so', async () => {
+    const { store, deletes, stored } = storeRefusing({ interloper: true });
+    const service = new StateSessionService(store, { logCacheBytes: 0 });
+    const failure = await service.importSession(source(['e1', 'bad'])).catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(BackendError);
+    expect(failure).toMatchObject({ operation: 'importSession', mayHaveApplied: true });
+    expect((failure as Error).message).toContain('another writer has written to it since');
+    expect(deletes).toEqual([]);
+    expect(stored()?.events.map((event) => event.id)).toEqual(['e1', 'theirs']);
+  });
+
   it('whose removal fails too says that part of the session may remain', async () => {
     const { store, stored } = storeRefusing({ deleteFails: true });
     const service = new StateSessionService(store, { logCacheBytes: 0 });
@@ -82,8 +99,8 @@ describe('an import through createSession and appendEvent', () => {
     expect(failure).toBeInstanceOf(BackendError);
     expect(failure).toMatchObject({ operation: 'importSession', mayHaveApplied: true });
     expect((failure as Error).message).toContain('event 2 of 2 failed');
-    expect((failure as Error).message).toContain('may remain with its first 1 event(s)');
-    expect((failure as Error).message).toContain('connection reset');
+    expect((failure as Error).message).toContain('may remain with its first 1 event(s) or more');
+    expect((failure as Error).message).toContain('removing it failed too (connection reset)');
     expect(stored()?.events.map((event) => event.id)).toEqual(['e1']);
   });
 });
