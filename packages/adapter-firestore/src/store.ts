@@ -198,7 +198,8 @@ export class FirestoreStore implements SessionStore {
     return this.#inFlight.track(
       withCall(call, work).catch((error: unknown) => {
         const setUp = setUpFailureIn(error);
-        if (!setUp) throw error;
+        // A failure after a write was made says so already, whatever caused it.
+        if (!setUp || (error instanceof BackendError && error.mayHaveApplied)) throw error;
         throw new BackendError(operation, setUp.credentials ? (setUp.cause ?? setUp) : setUp, {
           kind: setUp.credentials ? 'authentication' : 'outage',
           mayHaveApplied: false,
@@ -505,8 +506,20 @@ export class FirestoreStore implements SessionStore {
       return (session.data() as SessionDocument).incarnation;
     });
     if (incarnation === undefined) return;
-    // The session is gone for every reader and writer; now its events go, chunk by chunk. Once the
-    // call's deadline has passed, the rest stays for the next createSession of this key to remove.
+    try {
+      await this.#deleteEvents(refs, incarnation, call);
+    } catch (error) {
+      // The session is deleted already: whatever fails now, the call did write.
+      throw isAdkStateError(error) ? error : new BackendError('deleteSession', error, { mayHaveApplied: true });
+    }
+  }
+
+  /**
+   * The events of a session whose document is gone, chunk by chunk. Once the
+   * call's deadline has passed, the rest stays for the next createSession of
+   * this key to remove.
+   */
+  async #deleteEvents(refs: SessionRefs, incarnation: string, call: StoreCall | undefined): Promise<void> {
     const ofThisSession = refs.events.where('incarnation', '==', incarnation).select().limit(DELETE_CHUNK);
     for (let refused = 0; refused < MAX_REFUSED_CHUNKS; ) {
       if (callAbandoned(call)) return;

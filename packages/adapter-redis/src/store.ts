@@ -348,6 +348,7 @@ export class RedisStore implements SessionStore {
       events: keys.events,
       userState: keys.userState,
       app: this.#direct ? keys.app.appState : keys.outbox,
+      eventIds: keys.eventIds,
     });
     const bounds = {
       afterTimestamp: after === undefined ? '' : String(after),
@@ -356,7 +357,7 @@ export class RedisStore implements SessionStore {
       heldEvents: held ? String(held.events) : '',
       heldRevision: held ? String(held.revision) : '',
       heldMark: held ? held.logMark : '',
-      heldLast: held?.lastEventId === undefined ? '' : JSON.stringify(held.lastEventId),
+      heldLast: held?.lastEventId === undefined ? '' : encodeText(held.lastEventId),
     };
     const load = async (from: string) => {
       const reply = await this.#run('getSession', false, call, LOAD, loadKeys, argList(LOAD, { ...bounds, from }));

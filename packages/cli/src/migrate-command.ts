@@ -118,11 +118,13 @@ interface MigrateFlags {
 /**
  * The same command again, as the line that says how to resume: every option
  * given that changes the run (`given` tells one given from a default), each
- * value quoted for a shell (URIs redacted by the printer).
+ * value quoted for a shell. The URIs are redacted before they are quoted: a
+ * secret quoted (a `'` in a password) no longer reads as itself, and the
+ * printer's redaction would miss it.
  */
 function resumeCommand(flags: MigrateFlags, given: (key: keyof MigrateFlags) => boolean): string {
   const quote = (text: string) => (/^[\w@%+=:,./-]+$/.test(text) ? text : `'${text.replace(/'/g, "'\\''")}'`);
-  const parts = ['adk-state migrate', '--from', quote(flags.from), '--to', quote(flags.to)];
+  const parts = ['adk-state migrate', '--from', quote(redactUri(flags.from)), '--to', quote(redactUri(flags.to))];
   if (flags.app !== undefined) parts.push('--app', quote(flags.app));
   if (flags.user !== undefined) parts.push('--user', quote(flags.user));
   if (flags.dryRun) parts.push('--dry-run');

@@ -328,15 +328,20 @@ async function unlistedSessions(
 /**
  * Refuses, before any store is opened, what no run can use: a `memory://`
  * store on either side (it lives only in the process that made it: a source
- * would be a new, empty one, and a copy would be gone when the run ends), and
- * a `sqlite://` source whose file does not exist (ADK would create it: a
- * source is only read).
+ * would be a new, empty one, and a copy would be gone when the run ends), an
+ * in-memory SQLite source (the same), and a `sqlite://` source whose file
+ * does not exist (ADK would create it: a source is only read).
  */
 function refuseUnusable(from: string, to: string): void {
   const memory = 'a memory:// store lives only in the process that made it';
   if (isMemoryUri(from)) {
     throw new Error(
       `the source ${redactUri(from)} cannot be migrated from: ${memory}, so this run would read a new, empty one`,
+    );
+  }
+  if (from === 'sqlite://:memory:') {
+    throw new Error(
+      `the source ${from} cannot be migrated from: an in-memory SQLite database lives only in the process that opened it, so this run would read a new, empty one`,
     );
   }
   if (isMemoryUri(to)) {

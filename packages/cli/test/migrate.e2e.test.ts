@@ -336,9 +336,11 @@ describe('adk-state migrate', () => {
     ]);
     expect(existsSync(missing)).toBe(false);
     expect(await readdir(scratch)).toEqual(before);
-    // An in-memory SQLite database needs no file: it is opened, and found empty (exit 4).
+    // An in-memory SQLite database would be as new and empty as memory://.
     const inMemory = await runCli(['migrate', '--from', 'sqlite://:memory:', '--to', `${redis.url}/13`]);
-    expect(inMemory.code, inMemory.stdout + inMemory.stderr).toBe(4);
-    expect(inMemory.stderr).toContain('nothing found: the source holds no app');
+    expect(inMemory.code, inMemory.stdout + inMemory.stderr).toBe(1);
+    expect(inMemory.stderr).toContain(
+      'the source sqlite://:memory: cannot be migrated from: an in-memory SQLite database lives only in the process that opened it',
+    );
   });
 });

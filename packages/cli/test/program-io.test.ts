@@ -152,8 +152,9 @@ describe('createProgram with an io of its own', () => {
     const text = errors.join('\n');
     expect(text).toContain('stopped: 1 sessions in a row failed');
     const hidden = `redis://:***@127.0.0.1:${redis.port}`;
+    // Quoted: the shell would take the stars for a pattern.
     expect(text).toContain(
-      `to resume, run the same command again (adk-state migrate --from ${hidden}/7 --to ${hidden}/8 ` +
+      `to resume, run the same command again (adk-state migrate --from '${hidden}/7' --to '${hidden}/8' ` +
         "--app 'ada'\\''s shop' --user ada --dry-run --verify --on-conflict target --max-failures 1 --timeout 7 " +
         '--check-timeout 3)',
     );

@@ -161,7 +161,7 @@ export class BackendError extends AdkStateError {
     const reason = (cause instanceof Error ? cause.message : String(cause)).replace(/\.+$/, '');
     let message: string;
     if (kind === 'authentication') {
-      message = `The storage backend refused the credentials during ${operation}: ${reason}. Nothing was written; check the credentials the store connects with (a user and password, a key, the environment's default credentials; a retry fails the same way).`;
+      message = `The storage backend refused the credentials, or none were found, during ${operation}: ${reason}. Nothing was written; check the credentials the store connects with (a user and password, a key, the environment's default credentials; a retry fails the same way).`;
     } else if (kind === 'unknown-database') {
       message = `The storage backend has no such database (during ${operation}): ${reason}. Nothing was written; name a database the server has.`;
     } else if (kind === 'unreadable-data') {

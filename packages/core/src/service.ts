@@ -628,9 +628,12 @@ export class StateSessionService extends BaseSessionService {
    * it (and that one, if its append went through after all), so that a
    * failed import leaves none of the session behind; but only while the
    * stored session is the import's own (its revision and newest event are
-   * what the import wrote): another writer's events are never removed.
-   * Returns the error to throw: the event's own when the session is gone
-   * again, else a {@link BackendError} that says part of it may remain.
+   * what the import wrote): another writer's events are never removed (bar
+   * one that lands between that read and the removal). Not tried when the
+   * backend failed (an outage, a timeout): each try would cost another
+   * `timeoutMs`, and a run of the import again with `replace` replaces what
+   * remains. Returns the error to throw: the event's own when the session is
+   * gone again, else a {@link BackendError} that says part of it may remain.
    */
   async #removePartImport(
     key: SessionKey,
@@ -639,7 +642,8 @@ export class StateSessionService extends BaseSessionService {
   ): Promise<unknown> {
     const { first, position, events } = done;
     const remains = (why: string) => {
-      const reason = error instanceof Error ? error.message : String(error);
+      // The backend's own words: a BackendError's message says what this one says around them.
+      const reason = wordsOf(error);
       return new BackendError(
         'importSession',
         new Error(
@@ -649,6 +653,9 @@ export class StateSessionService extends BaseSessionService {
         { mayHaveApplied: true },
       );
     };
+    if (error instanceof BackendError && error.kind === 'outage') {
+      return remains('the backend failed, so removing what was imported was not tried');
+    }
     try {
       const head = await this.#call('importSession', READ, key, (call) =>
         this.store.loadSession(key, { limit: 1 }, call),
@@ -657,16 +664,14 @@ export class StateSessionService extends BaseSessionService {
         const newest = head.events[0]?.id;
         // Before the failed append, or after it (its outcome was unknown): nothing but the import's writes.
         const own =
-          (head.session.revision === first + position && newest === events[position - 1]?.id) ||
-          (head.session.revision === first + position + 1 && newest === events[position]?.id);
+          (head.session.revision === first + position && newest === newestOf(events, position)) ||
+          (head.session.revision === first + position + 1 && newest === newestOf(events, position + 1));
         if (!own) return remains('another writer has written to it since, so it was left as it is');
         await this.#call('importSession', WRITE, key, (call) => this.store.deleteSession(key, call));
       }
       return error;
     } catch (failure) {
-      // The backend's own words: the removal's BackendError says what this one says around them.
-      const cause = failure instanceof BackendError ? failure.cause : failure;
-      return remains(`removing it failed too (${cause instanceof Error ? cause.message : String(cause)})`);
+      return remains(`removing it failed too (${wordsOf(failure)})`);
     }
   }
 
@@ -893,6 +898,30 @@ function grownLog(events: Event[], heldLength: number, added: readonly Event[]):
   if (events.length !== heldLength) return events.slice(0, heldLength).concat(added);
   for (const event of added) events.push(event);
   return events;
+}
+
+/**
+ * The id of the newest entry of a log made by appending the first `count`
+ * of `events` in order: an id appended again replaces its entry in place,
+ * so the newest entry is the last id seen for the first time.
+ */
+function newestOf(events: readonly StoredEvent[], count: number): string | undefined {
+  const seen = new Set<string>();
+  let newest: string | undefined;
+  for (let at = 0; at < count; at++) {
+    const id = (events[at] as StoredEvent).id;
+    if (!seen.has(id)) {
+      seen.add(id);
+      newest = id;
+    }
+  }
+  return newest;
+}
+
+/** What an error says, in the backend's words when it is a {@link BackendError} (whose message wraps its cause's). */
+function wordsOf(error: unknown): string {
+  const said = error instanceof BackendError ? error.cause : error;
+  return said instanceof Error ? said.message : String(said);
 }
 
 /** Whether an append would have to write to a frozen part of `event` (its delta, its actions or itself). */

@@ -28,6 +28,14 @@ function storeRefusing(options: { deleteFails?: boolean; interloper?: boolean } 
         }
         throw new InvalidArgumentError('event', 'too large for this store; nothing was written');
       }
+      if (input.event.id === 'down') throw new Error('connection reset');
+      const at = stored.events.findIndex((event) => event.id === input.event.id);
+      if (at >= 0) {
+        // An id appended again replaces its event in place.
+        stored.events[at] = input.event;
+        stored.revision++;
+        return { status: 'ok' };
+      }
       stored.events.push(input.event);
       stored.revision++;
       return { status: 'ok' };
@@ -79,6 +87,27 @@ describe('an import through createSession and appendEvent', () => {
     expect(deletes).toEqual([{ appName: 'a', userId: 'u', sessionId: 's' }]);
     expect(stored()).toBeUndefined();
     expect(await service.getSession({ appName: 'a', userId: 'u', sessionId: 's' })).toBeUndefined();
+  });
+
+  it('that fails after an id appended again (replaced in place) removes the session all the same', async () => {
+    const { store, deletes, stored } = storeRefusing();
+    const service = new StateSessionService(store, { logCacheBytes: 0 });
+    const failure = await service.importSession(source(['e1', 'e2', 'e1', 'bad'])).catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(InvalidArgumentError);
+    expect(deletes).toHaveLength(1);
+    expect(stored()).toBeUndefined();
+  });
+
+  it('that fails because the backend failed does not try to remove it (each try would wait out timeoutMs again), and says so', async () => {
+    const { store, deletes, stored } = storeRefusing();
+    const service = new StateSessionService(store, { logCacheBytes: 0 });
+    const failure = await service.importSession(source(['e1', 'down'])).catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(BackendError);
+    expect(failure).toMatchObject({ operation: 'importSession', mayHaveApplied: true });
+    expect((failure as Error).message).toContain('event 2 of 2 failed (connection reset)');
+    expect((failure as Error).message).toContain('removing what was imported was not tried');
+    expect(deletes).toEqual([]);
+    expect(stored()?.events.map((event) => event.id)).toEqual(['e1']);
   });
 
   it('leaves the session alone when another writer wrote to it meanwhile, and says so', async () => {
