@@ -2,6 +2,7 @@
  * `adk-state web` and `adk-state api_server`: the flags of ADK's own `adk`
  * command, and {@link startServer} on the store `--session_service_uri` names.
  */
+import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { Argument, type Command, Option } from 'commander';
 import { DEFAULT_CHECK_TIMEOUT_MS } from './check.js';
@@ -84,8 +85,11 @@ export function addServeCommand(
         if (!LOG_LEVELS.includes(level as LogLevelName)) {
           throw new Error(`--log_level must be one of ${LOG_LEVELS.join(', ')}, got "${flags.log_level}"`);
         }
+        const agents = resolve(cwd, agentsDir);
+        // A mistyped path would start a server that serves no agent, and say nothing of it.
+        if (!existsSync(agents)) throw new Error(`agents_dir ${agents} does not exist`);
         const server = await startServer({
-          agentsDir: resolve(cwd, agentsDir),
+          agentsDir: agents,
           webUi,
           host: flags.host,
           port: port(flags.port),

@@ -181,6 +181,15 @@ describe('the start-up check of a store', () => {
     expect(run.code).toBe(1);
   });
 
+  it('an agents_dir that does not exist: exits 1 saying so, before anything starts', async () => {
+    const missing = join(AGENTS_DIR, 'no-such-agents');
+    for (const command of ['web', 'api_server']) {
+      const run = await runCli([command, missing, '--port', '0']);
+      expect(run.code, run.stdout + run.stderr).toBe(1);
+      expect(run.stderr.trim()).toBe(`adk-state ${command}: agents_dir ${missing} does not exist`);
+    }
+  });
+
   it('inspect --web with a --host that is not a loopback address: a warning of its own, about a read-only page', async () => {
     const run = await runCli(['inspect', '--web', '--host', '192.0.2.1', '--port', '0', 'memory://', '--app', 'shop']);
     const [warning] = run.stderr.split('\n');
