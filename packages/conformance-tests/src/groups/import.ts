@@ -50,6 +50,34 @@ export const importing: Group = {
       ]);
     });
 
+    test('an import with an event some backends refuse (2 MB of text) stores the whole session or none of it', async (kit) => {
+      const service = await kit.service();
+      const appName = kit.app();
+      const source = copied(appName, 'large');
+      const middle = source.events[1] as Event;
+      source.events[1] = { ...middle, content: { role: 'model', parts: [{ text: 'x'.repeat(2_000_000) }] } } as Event;
+      const outcome = await service.importSession(source).then(
+        (status) => ({ status }),
+        (error: unknown) => ({ error }),
+      );
+      const key = { appName, userId: 'u1', sessionId: 'large' };
+      if ('status' in outcome) {
+        expect(outcome.status).toBe('imported');
+        const loaded = await kit.reload(source);
+        expect(json(loaded.events)).toEqual(json(source.events));
+        expect(plain(loaded.state)).toEqual(source.state);
+      } else {
+        // Refused: typed, and nothing of the session is stored (no head, no first event, no listing entry).
+        expect((outcome.error as { code?: unknown }).code, String(outcome.error)).toEqual(expect.any(String));
+        expect(await service.getSession(key)).toBeUndefined();
+        expect((await service.listSessions({ appName })).sessions).toEqual([]);
+        // Without the refused event it imports under the same key.
+        const smaller = { ...source, events: source.events.filter((event) => event !== source.events[1]) };
+        expect(await service.importSession(smaller)).toBe('imported');
+        expect(ids(await service.getSession(key))).toEqual(['large-e1', 'large-e3']);
+      }
+    });
+
     test('a session with no events keeps its state and lastUpdateTime', async (kit) => {
       const service = await kit.service();
       const appName = kit.app();
