@@ -22,6 +22,7 @@ export {
 } from './migrate.js';
 export { MissingPackageError } from './packages.js';
 export type { ProgramIo } from './program.js';
+export type { Redactor } from './redact.js';
 export { type LogLevelName, type RunningServer, type ServerOptions, startServer } from './server.js';
 export type { KeyChange, Timeline, TimelineEntry } from './timeline.js';
 export {

@@ -552,7 +552,7 @@ export class StateSessionService extends BaseSessionService {
    * Uses the store's own `importSession` when it has one (atomic), else
    * `createSession` and one `appendEvent` per event; an event the store
    * refuses then fails the import, which removes the session again (or, when
-   * that fails too, throws a {@link BackendError} saying part may remain).
+   * that fails too, throws a `BackendError` saying part may remain).
    */
   async importSession(session: Session, options: { replace?: boolean } = {}): Promise<'imported' | 'exists'> {
     if (typeof session !== 'object' || session === null || !Array.isArray(session.events)) {
