@@ -7,6 +7,7 @@
  * ever meets the 16 MB document limit. Every document carries
  * `schemaVersion`.
  */
+import { randomBytes } from 'node:crypto';
 import { type Bucket, unreadableText } from '@adk-state/core/store';
 import type { Document, IndexDescription } from 'mongodb';
 import { decodeFieldName, encodeFieldName, encodeKeyPart, type KeyPart } from './encoding.js';
@@ -33,6 +34,15 @@ export interface SessionDoc {
    * field existed (those are always read whole).
    */
   logMark?: string;
+  /**
+   * The write that brought the session to revision `rev`: a token unique to
+   * that append (or import), also kept on the event it wrote (`w`). A reader
+   * that holds the session at that revision checks it, so that writes the
+   * backend lost and others made since at the same revisions (a rollback)
+   * are not taken for the ones it read. Absent after `createSession`, and
+   * stale (another `rev`) after a write by a version without it.
+   */
+  written?: { rev: number; token: string };
   /** Only with a session time-to-live. */
   expiresAt?: Date;
   schemaVersion: number;
@@ -47,6 +57,8 @@ export interface EventDoc {
    * re-appended id. Absent on events written before the field existed.
    */
   rev?: number;
+  /** The token of the write that wrote this version (`SessionDoc.written`); absent on events written before it existed. */
+  w?: string;
   timestamp: number;
   /** The event as JSON text, exactly as core encoded it. */
   json: string;
@@ -206,9 +218,22 @@ export function sessionIndexes(withTtl: boolean): IndexDescription[] {
 export function eventIndexes(withTtl: boolean): IndexDescription[] {
   const indexes: IndexDescription[] = [
     { name: 'session_seq', key: { '_id.app': 1, '_id.user': 1, '_id.session': 1, seq: 1 } },
-    // The incremental read's second clause: the event versions written after a revision.
+    // The incremental read's second clause: the event versions written at and after a revision.
     { name: 'session_rev', key: { '_id.app': 1, '_id.user': 1, '_id.session': 1, rev: 1 } },
   ];
   if (withTtl) indexes.push({ name: 'expiry', key: { expiresAt: 1 }, expireAfterSeconds: 0 });
   return indexes;
+}
+
+/**
+ * A maker of write tokens (`SessionDoc.written`, `EventDoc.w`): a random
+ * prefix of its own, then a count, so no two makers' tokens meet.
+ */
+export function writeTokens(): () => string {
+  const prefix = randomBytes(9).toString('base64url');
+  let count = 0;
+  return () => {
+    count += 1;
+    return `${prefix}${count.toString(36)}`;
+  };
 }

@@ -22,6 +22,7 @@ import {
   stateSets,
   toStateFields,
   userBucketId,
+  writeTokens,
 } from './layout.js';
 import type { MongoStore } from './store.js';
 
@@ -60,16 +61,20 @@ export async function seedHistory(
   const user: Bucket = new Map();
   const app: Bucket = new Map();
   const docs: EventDoc[] = [];
+  const token = writeTokens();
+  let written: SessionDoc['written'];
   for (const [index, event] of events.entries()) {
     const writes = splitState(event.actions?.stateDelta as Record<string, unknown> | undefined);
     mergeInto(session, writes.session);
     mergeInto(user, writes.user);
     mergeInto(app, writes.app);
     const stored = encodeEvent(event);
+    written = { rev: first + index + 1, token: token() };
     docs.push({
       _id: eventId(key.appName, key.userId, key.sessionId, stored.id),
       seq: first + index + 1,
       rev: first + index + 1,
+      w: written.token,
       timestamp: stored.timestamp,
       json: stored.json,
       schemaVersion: SCHEMA_VERSION,
@@ -83,6 +88,7 @@ export async function seedHistory(
     state: toStateFields(session),
     createdAt: new Date(createTime),
     logMark: randomUUID(),
+    ...(written ? { written } : {}),
     schemaVersion: SCHEMA_VERSION,
   };
   for (let i = 0; i < docs.length; i += BATCH) {

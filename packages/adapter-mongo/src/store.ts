@@ -73,6 +73,7 @@ import {
   stateSets,
   toStateFields,
   userBucketId,
+  writeTokens,
 } from './layout.js';
 import { assertTransactions, hasBulkWriteCommand } from './topology.js';
 import {
@@ -108,7 +109,7 @@ export class SchemaVersionError extends AdkStateError {
 
 type SessionHeadDoc = Pick<
   SessionDoc,
-  '_id' | 'lastUpdateTime' | 'revision' | 'state' | 'schemaVersion' | 'expiresAt' | 'logMark'
+  '_id' | 'lastUpdateTime' | 'revision' | 'state' | 'schemaVersion' | 'expiresAt' | 'logMark' | 'written'
 >;
 
 /** What a read of a session head takes. */
@@ -119,6 +120,7 @@ const HEAD_PROJECTION = {
   schemaVersion: 1,
   expiresAt: 1,
   logMark: 1,
+  written: 1,
 };
 
 /**
@@ -148,6 +150,8 @@ export class MongoStore implements SessionStore {
   readonly #events: Collection;
   #ready: Promise<void> | undefined;
   #bulkWrite = false;
+  /** The token of each write this store makes (`SessionDoc.written`). */
+  readonly #writeToken = writeTokens();
 
   constructor(config: MongoStoreConfig) {
     this.#config = config;
@@ -418,10 +422,13 @@ export class MongoStore implements SessionStore {
         events[position] = event;
       }
     }
+    // The last event is the one written at the import's revision: it carries the write's token.
+    const token = events.length > 0 ? this.#writeToken() : undefined;
     const head = this.#createHead(input.key, {
       lastUpdateTime: input.lastUpdateTime,
       revision: input.revision,
       state: toStateFields(input.state),
+      ...(token !== undefined ? { written: { rev: input.revision, token } } : {}),
     });
     const expiry = this.#eventExpiry(this.#config.now());
     const inserts = events.map((event, index): Write => {
@@ -429,6 +436,7 @@ export class MongoStore implements SessionStore {
         _id: eventId(appName, userId, id, event.id),
         seq: input.revision - events.length + index + 1,
         rev: input.revision - events.length + index + 1,
+        ...(index === events.length - 1 && token !== undefined ? { w: token } : {}),
         timestamp: event.timestamp,
         json: event.json,
         ...expiry,
@@ -502,33 +510,60 @@ export class MongoStore implements SessionStore {
    * In one transaction as `loadSession`: the head and buckets, and the
    * events appended after `held.revision` (an event's `seq` is the revision
    * that first wrote it); the whole log instead when the held copy is of
-   * another life or an event was written again in place since.
+   * another life, an event was written again in place since, or the write
+   * the copy was read at is not stored any more (see {@link #sinceHeld}).
    */
   async loadSessionSince(key: SessionKey, held: HeldSession, call?: StoreCall): Promise<SinceResult | undefined> {
     const { appName, userId, sessionId: id } = key;
     return runTransaction(this, 'getSession', call, async (scope) => {
       const read = await this.#readHead(key, scope);
       if (!read) return undefined;
-      const { head } = read;
       const query = eventsOf(appName, userId, id);
-      const sameLife = head.logMark !== undefined && head.logMark === held.logMark && head.revision >= held.revision;
-      if (sameLife) {
-        // New events, and any event written again since: one query, only those documents sent.
-        const since = { $gt: held.revision };
-        const written = await this.#events
-          .find(
-            { ...query, $or: [{ seq: since }, { rev: since }] },
-            { ...scope.next(), projection: { seq: 1, timestamp: 1, json: 1 }, sort: { seq: 1 } },
-          )
-          .toArray();
-        if (written.every((event) => (event.seq as number) > held.revision)) {
-          return { ...read.result, events: written.map(toStoredEvent), restart: false };
-        }
-      }
-      // Another life, or a held event written again: the whole log.
+      const since = await this.#sinceHeld(read.head, read.result.logMark, query, held, scope);
+      if (since) return { ...read.result, events: since, restart: false };
+      // Another life, a held event written again, or a held write lost: the whole log.
       const events = await this.#readEvents(query, {}, scope);
       return { ...read.result, events, restart: true };
     });
+  }
+
+  /**
+   * The events that follow the held copy, or undefined when it is no prefix
+   * of the stored log. The copy's mark names its life (`logMark`) and, when
+   * the head had it, the token of the write at the held revision
+   * (`SessionDoc.written`). A write the backend lost (a rollback after a
+   * failover) and another made since at the same revision carry other
+   * tokens: at the held revision the head's token must still be the held
+   * one (then nothing is read: nothing changed), and past it the event
+   * written at the held revision must still carry it (the query's range on
+   * `rev` starts at the held revision, so that event comes with the new ones).
+   */
+  async #sinceHeld(
+    head: SessionHeadDoc,
+    mark: string | undefined,
+    query: Document,
+    held: HeldSession,
+    scope: TransactionScope,
+  ): Promise<StoredEvent[] | undefined> {
+    const { life, token } = parseMark(held.logMark);
+    if (head.logMark === undefined || head.logMark !== life || head.revision < held.revision) return undefined;
+    if (token !== undefined && head.revision === held.revision) return mark === held.logMark ? [] : undefined;
+    const after = { $gt: held.revision };
+    // New events, any event written again since, and the one written at the held revision: one query.
+    const docs = await this.#events
+      .find(
+        { ...query, $or: [{ seq: after }, { rev: token === undefined ? after : { $gte: held.revision } }] },
+        { ...scope.next(), projection: { seq: 1, rev: 1, w: 1, timestamp: 1, json: 1 }, sort: { seq: 1 } },
+      )
+      .toArray();
+    let anchored = token === undefined;
+    const events: StoredEvent[] = [];
+    for (const doc of docs) {
+      if ((doc.seq as number) > held.revision) events.push(toStoredEvent(doc));
+      else if (doc.rev === held.revision && doc.w === token) anchored = true;
+      else return undefined;
+    }
+    return anchored ? events : undefined;
   }
 
   /** The head, the user bucket and the app bucket: one read of the sessions collection. Undefined when not stored or expired. */
@@ -558,7 +593,8 @@ export class MongoStore implements SessionStore {
     if (!head || this.#expired(head, now)) return undefined;
     this.#checkVersion(this.names.sessions, head);
     const result: Omit<LoadResult, 'events'> = { session: this.#toRecord(head), userState, appState };
-    if (typeof head.logMark === 'string') result.logMark = head.logMark;
+    const mark = markOf(head);
+    if (mark !== undefined) result.logMark = mark;
     return { head, result };
   }
 
@@ -605,13 +641,19 @@ export class MongoStore implements SessionStore {
     const { appName, userId, sessionId: id } = input.key;
     const key = sessionId(appName, userId, id);
     const now = this.#config.now();
+    const revision = input.expectedRevision + 1;
+    const token = this.#writeToken();
     const check: Write = {
       to: 'sessions',
       op: 'updateOne',
       filter: { _id: key, revision: input.expectedRevision, expiresAt: { $not: { $lte: new Date(now) } } },
       update: {
         $inc: { revision: 1 },
-        $set: { lastUpdateTime: input.lastUpdateTime, ...stateSets(input.sessionDelta) },
+        $set: {
+          lastUpdateTime: input.lastUpdateTime,
+          written: { rev: revision, token },
+          ...stateSets(input.sessionDelta),
+        },
       },
     };
     const event: Write = {
@@ -622,11 +664,12 @@ export class MongoStore implements SessionStore {
         $set: {
           timestamp: input.event.timestamp,
           json: input.event.json,
-          rev: input.expectedRevision + 1,
+          rev: revision,
+          w: token,
           schemaVersion: SCHEMA_VERSION,
           ...this.#eventExpiry(now),
         },
-        $setOnInsert: { seq: input.expectedRevision + 1 },
+        $setOnInsert: { seq: revision },
       },
       upsert: true,
     };
@@ -840,6 +883,23 @@ function bucketUpdate(delta: Bucket): Document {
 }
 
 /** An event document as stored; a time or text of the wrong type is left for core's decode to refuse. */
+/**
+ * The mark a reader holds with its copy (`LoadResult.logMark`): the life of
+ * the key, then the token of the write at the head's revision when the head
+ * has it for that revision. Neither part holds a space.
+ */
+function markOf(head: SessionHeadDoc): string | undefined {
+  if (typeof head.logMark !== 'string') return undefined;
+  const { written } = head;
+  if (written?.rev !== head.revision || typeof written.token !== 'string') return head.logMark;
+  return `${head.logMark} ${written.token}`;
+}
+
+function parseMark(mark: string): { life: string; token?: string } {
+  const space = mark.indexOf(' ');
+  return space < 0 ? { life: mark } : { life: mark.slice(0, space), token: mark.slice(space + 1) };
+}
+
 function toStoredEvent(doc: Document): StoredEvent {
   return {
     id: decodeKeyPart((doc._id as EventDoc['_id']).id),

@@ -9,7 +9,7 @@
 import { runConformanceSuite } from '@adk-state/conformance-tests';
 import { MongoClient } from 'mongodb';
 import { MongoSessionService } from '../src/index.js';
-import { mongoDamage } from './damage.js';
+import { mongoDamage, mongoLostWrites } from './damage.js';
 import { conformanceBackend, MONGO_TTL_ABSENT, uniqueDbName } from './support.js';
 
 const dbName = uniqueDbName('conformance');
@@ -36,10 +36,7 @@ runConformanceSuite({
     outage: backend.outage,
     expiry: { absent: MONGO_TTL_ABSENT },
     damage: mongoDamage(rawClient, dbName),
-    lostWrites: {
-      absent:
-        'with the majority write concern (the default) a failover loses no acknowledged write; see the README, Durability',
-    },
+    lostWrites: mongoLostWrites(rawClient, dbName),
     sessionKeys: true,
   },
 });

@@ -4,10 +4,10 @@
  * with a raw client, as a record changed outside the store would be, and
  * puts it back.
  */
-import type { DamageControl, DamagedKey, Restore } from '@adk-state/conformance-tests';
+import type { DamageControl, DamagedKey, LostWritesControl, Restore } from '@adk-state/conformance-tests';
 import type { Collection, Document, MongoClient } from 'mongodb';
 import { encodeFieldName } from '../src/encoding.js';
-import { collectionNames, eventId, sessionId } from '../src/layout.js';
+import { appBucketId, collectionNames, eventId, eventsOf, sessionId, userBucketId } from '../src/layout.js';
 
 export function mongoDamage(client: () => MongoClient, dbName: string, prefix = 'adk_'): DamageControl {
   const names = collectionNames(prefix);
@@ -49,6 +49,38 @@ export function mongoDamage(client: () => MongoClient, dbName: string, prefix = 
       await sessions().updateOne(filter, { $unset: { lastUpdateTime: '', sortId: '' } });
       return async () => {
         await sessions().updateOne(filter, { $set: { lastUpdateTime, sortId } });
+      };
+    },
+  };
+}
+
+/**
+ * The conformance suite's lost-writes control for the MongoDB store: copies
+ * the session's head, its user and app buckets and its event documents with
+ * a raw client; the restore puts exactly those back, as a rollback after a
+ * failover leaves a session whose last writes a majority never had (written
+ * with a lower write concern, or read under `local` before they were lost).
+ */
+export function mongoLostWrites(client: () => MongoClient, dbName: string, prefix = 'adk_'): LostWritesControl {
+  const names = collectionNames(prefix);
+  return {
+    async snapshot(key) {
+      const db = client().db(dbName);
+      const sessions = db.collection(names.sessions);
+      const events = db.collection(names.events);
+      const ids = [
+        sessionId(key.appName, key.userId, key.sessionId),
+        userBucketId(key.appName, key.userId),
+        appBucketId(key.appName),
+      ] as unknown[];
+      const log = eventsOf(key.appName, key.userId, key.sessionId);
+      const heads = await sessions.find({ _id: { $in: ids } } as Document).toArray();
+      const logged = await events.find(log).toArray();
+      return async () => {
+        await sessions.deleteMany({ _id: { $in: ids } } as Document);
+        if (heads.length > 0) await sessions.insertMany(heads);
+        await events.deleteMany(log);
+        if (logged.length > 0) await events.insertMany(logged);
       };
     },
   };

@@ -78,6 +78,8 @@ describe('the MongoDB layout', () => {
     });
     expect(stored?.createdAt).toBeInstanceOf(Date);
     expect(stored?.logMark).toEqual(expect.any(String));
+    // The token of the write at this revision, also on the event it wrote.
+    expect(stored?.written).toEqual({ rev: first + 1, token: expect.any(String) });
     const events = await db
       .collection(names.events)
       .find({ '_id.app': appName, '_id.user': 'u1', '_id.session': 's1' })
@@ -87,6 +89,7 @@ describe('the MongoDB layout', () => {
         _id: { app: appName, user: 'u1', session: 's1', id: appended.id },
         seq: first + 1,
         rev: first + 1,
+        w: stored?.written.token,
         timestamp: appended.timestamp,
         json: JSON.stringify(appended),
         schemaVersion: 1,

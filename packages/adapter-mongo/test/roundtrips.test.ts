@@ -109,6 +109,10 @@ describe.each(cases)('round trips per operation (%s)', (_label, makeClient, serv
     ]);
     await service.appendEvent({ session, event: event({ a: 2, 'user:b': 2, 'app:c': 2 }) });
     expect(await sent(() => service.getSession(key))).toEqual(['find', 'find', 'commitTransaction']);
+    // Read again, nothing written since: the head says so, and no event is read.
+    expect(await sent(() => service.getSession(key))).toEqual(['find', 'commitTransaction']);
+    await service.appendEvent({ session, event: event({ a: 3 }) });
+    expect(await sent(() => service.getSession(key))).toEqual(['find', 'find', 'commitTransaction']);
     expect(await sent(() => service.getSession({ ...key, config: { numRecentEvents: 1 } }))).toEqual([
       'find',
       'find',

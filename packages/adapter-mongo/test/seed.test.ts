@@ -32,12 +32,19 @@ async function stored(appName: string, sessionId: string) {
   // Each session starts at its own random revision: compare revisions and positions from there.
   const first = (head.revision as number) - events.length;
   return {
-    // The log mark is random per creation: compare that there is one.
-    head: { ...head, revision: head.revision - first, logMark: typeof head.logMark, _id: { ...head._id, app: 'app' } },
-    events: events.map(({ _id, seq, rev, ...fields }) => ({
+    // The log mark is random per creation, a write's token random per writer: compare that there is one.
+    head: {
+      ...head,
+      revision: head.revision - first,
+      logMark: typeof head.logMark,
+      written: { rev: head.written.rev - first, token: typeof head.written.token },
+      _id: { ...head._id, app: 'app' },
+    },
+    events: events.map(({ _id, seq, rev, w, ...fields }) => ({
       id: _id.id,
       seq: seq - first,
       rev: rev - first,
+      w: typeof w,
       ...fields,
     })),
     user: (await sessions.findOne({ _id: { app: appName, user: 'u1' } as never }))?.state,
