@@ -15,7 +15,8 @@ import {
 } from './command.js';
 import { inspectText, serveInspector } from './inspect.js';
 import { redactUri } from './redact.js';
-import { assertSqliteFileExists, sessionServiceFromUri, type UriSessionService } from './uri.js';
+import { assertAdkSqliteFile } from './sqlite-source.js';
+import { sessionServiceFromUri, type UriSessionService } from './uri.js';
 
 interface InspectFlags {
   app: string;
@@ -51,7 +52,7 @@ export function addInspectCommand(program: Command, context: CommandContext): vo
       let service: UriSessionService | undefined;
       try {
         const timeoutMs = seconds(flags.checkTimeout, '--check-timeout');
-        assertSqliteFileExists(uri, 'the store', 'inspect only reads, and creates nothing');
+        await assertAdkSqliteFile(uri, 'the store', 'inspect only reads, and creates or changes nothing');
         service = await sessionServiceFromUri(uri);
         const opened = service;
         await checkStore(uri, opened, { timeoutMs });

@@ -26,7 +26,8 @@ import { scopeOf } from '@adk-state/core/store';
 import type { BaseSessionService, Event, Session } from '@google/adk';
 import { checkStore, closeWithin, problemOf } from './check.js';
 import { redactUri } from './redact.js';
-import { assertSqliteFileExists, isMemoryUri, sessionServiceFromUri, type UriSessionService } from './uri.js';
+import { assertAdkSqliteFile } from './sqlite-source.js';
+import { isMemoryUri, sessionServiceFromUri, type UriSessionService } from './uri.js';
 
 /** Who wins a conflict: the side that wrote last (default), always the target, or always the source. */
 export type ConflictPolicy = 'newer' | 'target' | 'source';
@@ -35,7 +36,7 @@ export type ConflictPolicy = 'newer' | 'target' | 'source';
 export interface MigrateOptions {
   /**
    * The source: any URI `sessionServiceFromUri` takes, `@google/adk`'s own `sqlite://`, `postgresql://`, … included,
-   * but `memory://`; a `sqlite://` file must exist.
+   * but `memory://`; a `sqlite://` source must be a database ADK made (see `sqlite-source.ts`).
    */
   from: string;
   /** The target: an adk-state store, but `memory://`. */
@@ -329,10 +330,11 @@ async function unlistedSessions(
  * Refuses, before any store is opened, what no run can use: a `memory://`
  * store on either side (it lives only in the process that made it: a source
  * would be a new, empty one, and a copy would be gone when the run ends), an
- * in-memory SQLite source (the same), and a `sqlite://` source whose file
- * does not exist (ADK would create it: a source is only read).
+ * in-memory SQLite source (the same), and a `sqlite://` source that is not
+ * a database ADK made, or no file at all (ADK would create or change it: a
+ * source is only read; see `sqlite-source.ts`).
  */
-function refuseUnusable(from: string, to: string): void {
+async function refuseUnusable(from: string, to: string): Promise<void> {
   const memory = 'a memory:// store lives only in the process that made it';
   if (isMemoryUri(from)) {
     throw new Error(
@@ -349,12 +351,12 @@ function refuseUnusable(from: string, to: string): void {
       `the target ${redactUri(to)} cannot be migrated to: ${memory}, so the copy would be gone when this run ends`,
     );
   }
-  assertSqliteFileExists(from, 'the source', 'a source is only read, never created');
+  await assertAdkSqliteFile(from, 'the source', 'a source is only read, never created or changed');
 }
 
 /** Runs a migration. Opens both stores from their URIs, checks them, and closes them at the end. */
 export async function migrate(options: MigrateOptions): Promise<MigrateReport> {
-  refuseUnusable(options.from, options.to);
+  await refuseUnusable(options.from, options.to);
   const serviceOptions = options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs };
   const source = await sessionServiceFromUri(options.from, serviceOptions);
   let target: UriSessionService | undefined;

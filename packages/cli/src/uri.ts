@@ -2,8 +2,6 @@
  * One string names a store: `sessionServiceFromUri` turns a URI into a ready
  * `sessionService`, loading the adapter it needs only when it is asked for.
  */
-import { existsSync } from 'node:fs';
-import { resolve } from 'node:path';
 import { InvalidArgumentError, type StateSessionServiceOptions } from '@adk-state/core';
 import type { BaseSessionService } from '@google/adk';
 import { loadOptional } from './packages.js';
@@ -100,20 +98,6 @@ export function firestoreLocation(uri: string): { projectId: string; databaseId?
 export function sqliteFile(uri: string): string | undefined {
   if (!uri.startsWith('sqlite://') || uri === 'sqlite://:memory:') return undefined;
   return uri.slice('sqlite://'.length);
-}
-
-/**
- * Throws when `uri` names a SQLite file that does not exist (or none at
- * all), for a store that is only to be read: ADK would create the file, and
- * its tables, on first use. `what` names the store in the message (`the
- * source`), `why` says why it must exist.
- */
-export function assertSqliteFileExists(uri: string, what: string, why: string): void {
-  const file = sqliteFile(uri);
-  if (file === '') throw new Error(`${what} ${redactUri(uri)} names no SQLite file: give its path`);
-  if (file !== undefined && !existsSync(file)) {
-    throw new Error(`${what} ${redactUri(uri)} names a SQLite file that does not exist (${resolve(file)}): ${why}`);
-  }
 }
 
 /** Whether `uri` names a `memory://` store, which lives only in the process that makes it. */

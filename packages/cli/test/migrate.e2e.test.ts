@@ -6,7 +6,8 @@
  * with --verify.
  */
 import { existsSync } from 'node:fs';
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MongoSessionService } from '@adk-state/adapter-mongo';
@@ -14,7 +15,7 @@ import { RedisSessionService } from '@adk-state/adapter-redis';
 import { startStandIn } from '@adk-state/mongo-standin';
 import { emulatorSettings, startFirestoreEmulator, TEST_PROJECT_ID } from '@adk-state/test-servers/firestore';
 import { freePort, type RedisServer, startRedisServer } from '@adk-state/test-servers/redis';
-import { createEvent, Runner, type Session } from '@google/adk';
+import { createEvent, DatabaseSessionService, Runner, type Session } from '@google/adk';
 import { FieldValue, Firestore } from '@google-cloud/firestore';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sessionServiceFromUri } from '../src/index.js';
@@ -324,7 +325,7 @@ describe('adk-state migrate', () => {
     expect(run.code, run.stdout + run.stderr).toBe(1);
     expect(run.stderr.trim().split('\n')).toEqual([
       `adk-state migrate: the source sqlite://${missing} names a SQLite file that does not exist (${missing}): ` +
-        'a source is only read, never created',
+        'a source is only read, never created or changed',
     ]);
     expect(existsSync(missing)).toBe(false);
     // inspect only reads too.
@@ -332,7 +333,7 @@ describe('adk-state migrate', () => {
     expect(inspected.code, inspected.stdout + inspected.stderr).toBe(1);
     expect(inspected.stderr.trim().split('\n')).toEqual([
       `adk-state inspect: the store sqlite://${missing} names a SQLite file that does not exist (${missing}): ` +
-        'inspect only reads, and creates nothing',
+        'inspect only reads, and creates or changes nothing',
     ]);
     expect(existsSync(missing)).toBe(false);
     expect(await readdir(scratch)).toEqual(before);
@@ -343,4 +344,76 @@ describe('adk-state migrate', () => {
       'the source sqlite://:memory: cannot be migrated from: an in-memory SQLite database lives only in the process that opened it',
     );
   });
+
+  it('refuses a SQLite source that ADK did not make, and leaves its file as it was (migrate and inspect)', async () => {
+    const driver = sqliteDriver();
+    const other = join(scratch, 'other.db');
+    await sqlite(driver, other, [
+      'CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT)',
+      "INSERT INTO notes (text) VALUES ('keep me')",
+    ]);
+    const text = join(scratch, 'notes.txt');
+    await writeFile(text, 'not a database at all\n');
+    const empty = join(scratch, 'empty.db');
+    await writeFile(empty, '');
+    // Made by ADK, then its schema version row removed: ADK would write it again.
+    const unversioned = join(scratch, 'unversioned.db');
+    const adk = new DatabaseSessionService(`sqlite://${unversioned}`);
+    await adk.createSession({ appName: 'shop', userId: 'u1', sessionId: 's1' });
+    await (adk as unknown as { orm?: { close(): Promise<void> } }).orm?.close();
+    await sqlite(driver, unversioned, ["DELETE FROM adk_internal_metadata WHERE key = 'schema_version'"]);
+
+    const cases: [string, string][] = [
+      [
+        other,
+        "is not a database ADK's DatabaseSessionService made (it has no sessions, events, app_states, user_states, adk_internal_metadata tables): reading it through ADK would add them",
+      ],
+      [text, `is not a SQLite database (${text})`],
+      [empty, 'is an empty file, not a database ADK made: reading it through ADK would make it one'],
+      [unversioned, 'has no ADK schema version: reading it through ADK would write one'],
+    ];
+    for (const [file, said] of cases) {
+      const before = await readFile(file);
+      const run = await runCli(['migrate', '--from', `sqlite://${file}`, '--to', `${redis.url}/13`]);
+      expect(run.code, run.stdout + run.stderr).toBe(1);
+      expect(run.stderr.trim().split('\n')).toHaveLength(1);
+      expect(run.stderr).toContain(`adk-state migrate: the source sqlite://${file} ${said}`);
+      const inspected = await runCli(['inspect', `sqlite://${file}`, '--app', 'shop']);
+      expect(inspected.code, inspected.stdout + inspected.stderr).toBe(1);
+      expect(inspected.stderr).toContain(`adk-state inspect: the store sqlite://${file} ${said}`);
+      expect((await readFile(file)).equals(before), file).toBe(true);
+    }
+    expect(await sqlite(driver, other, ["SELECT name FROM sqlite_master WHERE type = 'table'"])).toEqual([
+      { name: 'notes' },
+    ]);
+  });
 });
+
+/** What these tests use of the `sqlite3` driver ADK loads (through `@mikro-orm/sqlite`). */
+interface Sqlite3 {
+  Database: new (
+    file: string,
+  ) => {
+    all(sql: string, done: (error: Error | null, rows: Record<string, unknown>[]) => void): void;
+    close(done: (error: Error | null) => void): void;
+  };
+}
+
+function sqliteDriver(): Sqlite3 {
+  const adk = createRequire(import.meta.url).resolve('@google/adk');
+  return createRequire(createRequire(adk).resolve('@mikro-orm/sqlite'))('sqlite3') as Sqlite3;
+}
+
+/** Runs `statements` on the SQLite file `file` (created if missing); the rows of the last. */
+async function sqlite(driver: Sqlite3, file: string, statements: string[]): Promise<Record<string, unknown>[]> {
+  const db = new driver.Database(file);
+  let rows: Record<string, unknown>[] = [];
+  try {
+    for (const statement of statements) {
+      rows = await new Promise((done, fail) => db.all(statement, (error, got) => (error ? fail(error) : done(got))));
+    }
+    return rows;
+  } finally {
+    await new Promise<void>((done) => db.close(() => done()));
+  }
+}
