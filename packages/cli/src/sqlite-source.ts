@@ -17,6 +17,9 @@ import { sqliteFile } from './uri.js';
 const ADK_TABLES = ['sessions', 'events', 'app_states', 'user_states', 'adk_internal_metadata'] as const;
 const SCHEMA_VERSION_KEY = 'schema_version';
 
+/** How long a read of the schema waits for a writer's lock on the file. */
+const BUSY_TIMEOUT_MS = 5_000;
+
 /** Every SQLite database file begins with these 16 bytes. */
 const SQLITE_HEADER = Buffer.from('SQLite format 3\u0000', 'latin1');
 
@@ -88,6 +91,7 @@ interface SqliteDriver {
     mode: number,
     done: (error: Error | null) => void,
   ) => {
+    configure(option: 'busyTimeout', ms: number): void;
     all(sql: string, params: unknown[], done: (error: Error | null, rows: Record<string, unknown>[]) => void): void;
     close(done: (error: Error | null) => void): void;
   };
@@ -113,6 +117,8 @@ async function readSchema(driver: SqliteDriver, file: string): Promise<{ tables:
   const db = await new Promise<InstanceType<SqliteDriver['Database']>>((done, fail) => {
     const opened = new driver.Database(file, driver.OPEN_READONLY, (error) => (error ? fail(error) : done(opened)));
   });
+  // A database an application is writing to is locked now and then: wait for it, as ADK's own connection would.
+  db.configure('busyTimeout', BUSY_TIMEOUT_MS);
   const all = (sql: string, params: unknown[]) =>
     new Promise<Record<string, unknown>[]>((done, fail) =>
       db.all(sql, params, (error, rows) => (error ? fail(error) : done(rows))),
