@@ -533,10 +533,12 @@ export class MongoStore implements SessionStore {
    * the head had it, the token of the write at the held revision
    * (`SessionDoc.written`). A write the backend lost (a rollback after a
    * failover) and another made since at the same revision carry other
-   * tokens: at the held revision the head's token must still be the held
-   * one (then nothing is read: nothing changed), and past it the event
-   * written at the held revision must still carry it (the query's range on
-   * `rev` starts at the held revision, so that event comes with the new ones).
+   * tokens. At the held revision the head's mark must still be the held one
+   * (then no event is read: nothing changed). Past it, the event written at
+   * the held revision must still carry the held token, or none when the copy
+   * has none (a write of a version without tokens): the query's range on
+   * `rev` starts at the held revision so that this event comes along, without
+   * its text, which the copy has.
    */
   async #sinceHeld(
     head: SessionHeadDoc,
@@ -545,15 +547,31 @@ export class MongoStore implements SessionStore {
     held: HeldSession,
     scope: TransactionScope,
   ): Promise<StoredEvent[] | undefined> {
-    const { life, token } = parseMark(held.logMark);
-    if (head.logMark === undefined || head.logMark !== life || head.revision < held.revision) return undefined;
-    if (token !== undefined && head.revision === held.revision) return mark === held.logMark ? [] : undefined;
+    const life = head.logMark;
+    if (life === undefined || mark === undefined || head.revision < held.revision) return undefined;
+    // The held mark is this life alone, or this life, a space and a token.
+    let token: string | undefined;
+    if (held.logMark !== life) {
+      if (!held.logMark.startsWith(`${life} `)) return undefined;
+      token = held.logMark.slice(life.length + 1);
+    }
+    if (head.revision === held.revision) return mark === held.logMark ? [] : undefined;
     const after = { $gt: held.revision };
     // New events, any event written again since, and the one written at the held revision: one query.
     const docs = await this.#events
       .find(
-        { ...query, $or: [{ seq: after }, { rev: token === undefined ? after : { $gte: held.revision } }] },
-        { ...scope.next(), projection: { seq: 1, rev: 1, w: 1, timestamp: 1, json: 1 }, sort: { seq: 1 } },
+        { ...query, $or: [{ seq: after }, { rev: { $gte: held.revision } }] },
+        {
+          ...scope.next(),
+          projection: {
+            seq: 1,
+            rev: 1,
+            w: 1,
+            timestamp: 1,
+            json: { $cond: [{ $gt: ['$seq', held.revision] }, '$json', '$$REMOVE'] },
+          },
+          sort: { seq: 1 },
+        },
       )
       .toArray();
     let anchored = token === undefined;
@@ -882,11 +900,10 @@ function bucketUpdate(delta: Bucket): Document {
   return { $set: stateSets(delta), $setOnInsert: { schemaVersion: SCHEMA_VERSION } };
 }
 
-/** An event document as stored; a time or text of the wrong type is left for core's decode to refuse. */
 /**
  * The mark a reader holds with its copy (`LoadResult.logMark`): the life of
- * the key, then the token of the write at the head's revision when the head
- * has it for that revision. Neither part holds a space.
+ * the key, then a space and the token of the write at the head's revision
+ * when the head has it for that revision (a token holds no space).
  */
 function markOf(head: SessionHeadDoc): string | undefined {
   if (typeof head.logMark !== 'string') return undefined;
@@ -895,11 +912,7 @@ function markOf(head: SessionHeadDoc): string | undefined {
   return `${head.logMark} ${written.token}`;
 }
 
-function parseMark(mark: string): { life: string; token?: string } {
-  const space = mark.indexOf(' ');
-  return space < 0 ? { life: mark } : { life: mark.slice(0, space), token: mark.slice(space + 1) };
-}
-
+/** An event document as stored; a time or text of the wrong type is left for core's decode to refuse. */
 function toStoredEvent(doc: Document): StoredEvent {
   return {
     id: decodeKeyPart((doc._id as EventDoc['_id']).id),

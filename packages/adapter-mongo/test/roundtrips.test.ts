@@ -111,6 +111,10 @@ describe.each(cases)('round trips per operation (%s)', (_label, makeClient, serv
     expect(await sent(() => service.getSession(key))).toEqual(['find', 'find', 'commitTransaction']);
     // Read again, nothing written since: the head says so, and no event is read.
     expect(await sent(() => service.getSession(key))).toEqual(['find', 'commitTransaction']);
+    const created = { appName, userId: 'u1', sessionId: 'only-created' };
+    await service.createSession(created);
+    expect(await sent(() => service.getSession(created))).toEqual(['find', 'find', 'commitTransaction']);
+    expect(await sent(() => service.getSession(created))).toEqual(['find', 'commitTransaction']);
     await service.appendEvent({ session, event: event({ a: 3 }) });
     expect(await sent(() => service.getSession(key))).toEqual(['find', 'find', 'commitTransaction']);
     expect(await sent(() => service.getSession({ ...key, config: { numRecentEvents: 1 } }))).toEqual([

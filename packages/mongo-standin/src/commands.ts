@@ -7,16 +7,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BSON, Long, ObjectId } from 'bson';
 import { CommandError, errors } from './errors.js';
-import {
-  applyUpdate,
-  isNumeric,
-  matches,
-  project,
-  sortComparator,
-  upsertSeed,
-  validateFilter,
-  validateUpdate,
-} from './query.js';
+import { evaluate } from './expressions.js';
+import { applyUpdate, matches, project, sortComparator, upsertSeed, validateFilter, validateUpdate } from './query.js';
 import { selectByRange, type Wanted } from './ranges.js';
 import { Blocked, type Engine, type IndexInfo, idKeyOf, type Transaction } from './storage.js';
 import { clone, type Doc, defineField, getPath, isDocument, valuesEqual } from './values.js';
@@ -535,24 +527,6 @@ async function bulkWrite(body: Doc, ctx: CommandContext): Promise<Doc> {
   const batchSize = asCount(asDoc(body.cursor, 'cursor')?.batchSize, 'batchSize') ?? 0;
   const reply = makeCursor(ctx, 'admin.$cmd.bulkWrite', replies, batchSize, false);
   return { cursor: reply.cursor, ...totals, ok: 1 };
-}
-
-/** Evaluates the expressions the stand-in's `$group` supports: field paths, constants and `$isNumber`. */
-function evaluate(doc: Doc, expression: unknown): unknown {
-  if (typeof expression === 'string' && expression.startsWith('$')) {
-    if (expression.startsWith('$$'))
-      throw errors.badValue(`variables are not supported by the stand-in: ${expression}`);
-    return getPath(doc, expression.slice(1));
-  }
-  if (isDocument(expression)) {
-    const keys = Object.keys(expression);
-    if (keys.length === 1 && keys[0] === '$isNumber') return isNumeric(evaluate(doc, expression.$isNumber));
-    if (keys[0]?.startsWith('$')) throw errors.badValue(`expression ${keys[0]} is not supported by the stand-in`);
-    const result: Doc = {};
-    for (const key of keys) defineField(result, key, evaluate(doc, expression[key]));
-    return result;
-  }
-  return expression;
 }
 
 function group(docs: Doc[], spec: Doc): Doc[] {

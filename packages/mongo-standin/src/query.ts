@@ -4,6 +4,7 @@
  * error with MongoDB's code, never a silent approximation.
  */
 import { errors } from './errors.js';
+import { evaluate, isExpression, REMOVE } from './expressions.js';
 import {
   clone,
   compareValues,
@@ -265,25 +266,38 @@ function sortValue(value: unknown, direction: number): unknown {
   return value.reduce((best, element) => (compareValues(element, best) * direction > 0 ? element : best));
 }
 
-/** Applies an inclusion or exclusion projection. */
+/**
+ * Applies an inclusion or exclusion projection. In an inclusion projection a
+ * field may also be computed from an expression (`expressions.ts`); one
+ * that evaluates to `$$REMOVE` is left out.
+ */
 export function project(doc: Doc, projection: Doc | undefined): Doc {
   if (projection === undefined || projection === null || Object.keys(projection).length === 0) return doc;
   const entries = Object.entries(projection);
   const includeId = projection._id === undefined ? true : Boolean(projection._id);
   const others = entries.filter(([key]) => key !== '_id');
+  const includes = (value: unknown) => isExpression(value) || Boolean(value);
   const inclusive =
     others.length > 0
-      ? others.every(([, v]) => Boolean(v))
+      ? others.every(([, v]) => includes(v))
       : projection._id !== undefined
         ? Boolean(projection._id)
         : true;
-  if (others.some(([, v]) => Boolean(v) !== inclusive)) {
+  if (others.some(([, v]) => includes(v) !== inclusive)) {
     throw errors.badValue('Cannot do exclusion and inclusion in the same projection (except _id)');
   }
   if (inclusive) {
     const result: Doc = {};
     if (includeId && Object.hasOwn(doc, '_id')) result._id = doc._id;
-    for (const [path] of others) copyPath(doc, result, path.split('.'));
+    for (const [path, value] of others) {
+      if (!isExpression(value)) {
+        copyPath(doc, result, path.split('.'));
+        continue;
+      }
+      if (path.includes('.')) throw errors.badValue('the stand-in computes top-level fields only');
+      const computed = evaluate(doc, value);
+      if (computed !== REMOVE) defineField(result, path, clone(computed));
+    }
     return result;
   }
   const result = clone(doc);

@@ -60,6 +60,38 @@ describe('the MongoDB stand-in', () => {
     expect(hello.logicalSessionTimeoutMinutes).toBe(30);
   });
 
+  it('a find projection computes fields from expressions, and $$REMOVE leaves one out', async () => {
+    const col = fresh();
+    await col.insertMany([
+      { _id: 'a', seq: 1, rev: 5, body: 'old' },
+      { _id: 'b', seq: 6, rev: 6, body: 'new' },
+    ]);
+    const found = await col
+      .find(
+        {},
+        {
+          projection: {
+            seq: 1,
+            body: { $cond: [{ $gt: ['$seq', 5] }, '$body', '$$REMOVE'] },
+            late: { $cond: { if: { $gte: ['$rev', 6] }, then: true, else: false } },
+          },
+          sort: { seq: 1 },
+        },
+      )
+      .toArray();
+    expect(found).toEqual([
+      { _id: 'a', seq: 1, late: false },
+      { _id: 'b', seq: 6, body: 'new', late: true },
+    ]);
+    // An operator the stand-in does not know is refused, never guessed.
+    await expect(col.find({}, { projection: { x: { $concat: ['$body', '!'] } } }).toArray()).rejects.toThrow(
+      /\$concat is not supported/,
+    );
+    await expect(col.find({}, { projection: { seq: 0, body: { $cond: [true, 1, 2] } } }).toArray()).rejects.toThrow(
+      /Cannot do exclusion and inclusion/,
+    );
+  });
+
   it('a write inside an aborted transaction is never visible', async () => {
     const col = fresh();
     await col.insertOne({ _id: 'a', n: 1 });
