@@ -15,7 +15,7 @@ import {
 } from './command.js';
 import { inspectText, serveInspector } from './inspect.js';
 import { redactUri } from './redact.js';
-import { assertAdkSqliteFile } from './sqlite-source.js';
+import { openSqliteReadOnly } from './sqlite-source.js';
 import { sessionServiceFromUri, type UriSessionService } from './uri.js';
 
 interface InspectFlags {
@@ -52,8 +52,9 @@ export function addInspectCommand(program: Command, context: CommandContext): vo
       let service: UriSessionService | undefined;
       try {
         const timeoutMs = seconds(flags.checkTimeout, '--check-timeout');
-        await assertAdkSqliteFile(uri, 'the store', 'inspect only reads, and creates or changes nothing');
-        service = await sessionServiceFromUri(uri);
+        service =
+          (await openSqliteReadOnly(uri, 'the store', 'inspect only reads, and creates or changes nothing')) ??
+          (await sessionServiceFromUri(uri));
         const opened = service;
         await checkStore(uri, opened, { timeoutMs });
         if (flags.web) {

@@ -26,7 +26,7 @@ import { scopeOf } from '@adk-state/core/store';
 import type { BaseSessionService, Event, Session } from '@google/adk';
 import { checkStore, closeWithin, problemOf } from './check.js';
 import { redactUri } from './redact.js';
-import { assertAdkSqliteFile } from './sqlite-source.js';
+import { openSqliteReadOnly } from './sqlite-source.js';
 import { isMemoryUri, sessionServiceFromUri, type UriSessionService } from './uri.js';
 
 /** Who wins a conflict: the side that wrote last (default), always the target, or always the source. */
@@ -330,11 +330,10 @@ async function unlistedSessions(
  * Refuses, before any store is opened, what no run can use: a `memory://`
  * store on either side (it lives only in the process that made it: a source
  * would be a new, empty one, and a copy would be gone when the run ends), an
- * in-memory SQLite source (the same), and a `sqlite://` source that is not
- * a database ADK made, or no file at all (ADK would create or change it: a
- * source is only read; see `sqlite-source.ts`).
+ * in-memory SQLite source (the same). A `sqlite://` source is opened so
+ * that it cannot change (see `sqlite-source.ts`).
  */
-async function refuseUnusable(from: string, to: string): Promise<void> {
+function refuseUnusable(from: string, to: string): void {
   const memory = 'a memory:// store lives only in the process that made it';
   if (isMemoryUri(from)) {
     throw new Error(
@@ -351,14 +350,15 @@ async function refuseUnusable(from: string, to: string): Promise<void> {
       `the target ${redactUri(to)} cannot be migrated to: ${memory}, so the copy would be gone when this run ends`,
     );
   }
-  await assertAdkSqliteFile(from, 'the source', 'a source is only read, never created or changed');
 }
 
 /** Runs a migration. Opens both stores from their URIs, checks them, and closes them at the end. */
 export async function migrate(options: MigrateOptions): Promise<MigrateReport> {
-  await refuseUnusable(options.from, options.to);
+  refuseUnusable(options.from, options.to);
   const serviceOptions = options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs };
-  const source = await sessionServiceFromUri(options.from, serviceOptions);
+  const source =
+    (await openSqliteReadOnly(options.from, 'the source', 'a source is only read, never created or changed')) ??
+    (await sessionServiceFromUri(options.from, serviceOptions));
   let target: UriSessionService | undefined;
   try {
     target = await sessionServiceFromUri(options.to, serviceOptions);

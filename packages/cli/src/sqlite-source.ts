@@ -1,136 +1,140 @@
 /**
  * A `sqlite://` store that a command only reads (`migrate`'s source,
- * `inspect`) must be a database `@google/adk`'s DatabaseSessionService made:
- * ADK opens any file it is given as one of its own, creating the file if
- * there is none, adding its tables where they are missing and writing its
- * schema version into them. This looks at the file first, without writing:
- * its header, then (read-only, through the `sqlite3` driver ADK itself uses)
- * its tables.
+ * `inspect`). `@google/adk`'s DatabaseSessionService opens any file it is
+ * given as one of its own: it creates a missing file, brings the tables to
+ * its own layout (adding tables and columns, dropping indexes it did not
+ * make) and writes its schema version. So such a store is opened here on a
+ * connection that refuses every write (`PRAGMA query_only`): whatever ADK
+ * would change fails instead, and the command stops saying so. Before that,
+ * the file is looked at without opening it as a database: it must be a
+ * regular, non-empty file that begins with SQLite's header.
  */
-import { open } from 'node:fs/promises';
+import { open, stat } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import type { DatabaseSessionService } from '@google/adk';
+import { MissingPackageError } from './packages.js';
 import { redactUri } from './redact.js';
-import { sqliteFile } from './uri.js';
-
-/** The tables ADK's DatabaseSessionService keeps sessions in, and the key of its schema version row. */
-const ADK_TABLES = ['sessions', 'events', 'app_states', 'user_states', 'adk_internal_metadata'] as const;
-const SCHEMA_VERSION_KEY = 'schema_version';
-
-/** How long a read of the schema waits for a writer's lock on the file. */
-const BUSY_TIMEOUT_MS = 5_000;
+import { closableAdkService, sqliteFile, type UriSessionService } from './uri.js';
 
 /** Every SQLite database file begins with these 16 bytes. */
 const SQLITE_HEADER = Buffer.from('SQLite format 3\u0000', 'latin1');
 
+/** How much of ADK's refusal a message quotes. */
+const QUOTED_CHARS = 300;
+
 /**
- * Throws when `uri` names a SQLite file that is missing, is not a SQLite
- * database, or lacks ADK's tables or schema version: reading it through ADK
- * would create or change it. `what` names the store in the message (`the
- * source`), `why` says why it must not change. Any other URI passes.
+ * For a `sqlite://` URI that names a file: ADK's DatabaseSessionService on it,
+ * opened (and its tables checked, by ADK) on a connection that cannot write.
+ * Throws, naming the store as `what` and saying `why` it must not change,
+ * when the file is missing, not a regular file, empty, not SQLite, or not a
+ * database ADK can read as it is. Undefined for any other URI (and for
+ * `sqlite://:memory:`), which the caller opens as usual.
  */
-export async function assertAdkSqliteFile(uri: string, what: string, why: string): Promise<void> {
+export async function openSqliteReadOnly(
+  uri: string,
+  what: string,
+  why: string,
+): Promise<UriSessionService | undefined> {
   const file = sqliteFile(uri);
-  if (file === undefined) return;
+  if (file === undefined) return undefined;
   const named = `${what} ${redactUri(uri)}`;
-  if (file === '') throw new Error(`${named} names no SQLite file: give its path`);
-  const header = await readHeader(file);
-  if (header === 'missing') {
-    throw new Error(`${named} names a SQLite file that does not exist (${resolve(file)}): ${why}`);
+  await assertSqliteFile(file, named, why);
+  const { SqliteDriver } = await sqliteDriver();
+  const { DatabaseSessionService: Database } = await import('@google/adk');
+  const service = closableAdkService(
+    new Database({
+      driver: SqliteDriver,
+      dbName: file,
+      // Every connection of the pool refuses writes before it is used.
+      pool: {
+        afterCreate: (connection: QueryOnly, done: (error: Error | null, connection: QueryOnly) => void) =>
+          connection.run('PRAGMA query_only = ON', (error) => done(error, connection)),
+      },
+    } as ConstructorParameters<typeof DatabaseSessionService>[0]),
+  );
+  try {
+    await (service as DatabaseSessionService).init();
+  } catch (error) {
+    await service.close?.().catch(() => {});
+    throw new Error(refusal(named, why, error), { cause: error });
   }
-  if (header.length === 0) {
+  return service;
+}
+
+/** What the pool hands `afterCreate`: a `sqlite3` connection. */
+interface QueryOnly {
+  run(sql: string, done: (error: Error | null) => void): void;
+}
+
+/** Why ADK could not open the file as it is: the change it would make, or its own words. */
+function refusal(named: string, why: string, error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  const readOnly = message.indexOf(' - SQLITE_READONLY');
+  if (readOnly >= 0) {
+    const change = message.slice(0, readOnly).trim().replace(/;$/, '');
+    return `${named} is not a database ADK reads as it is: ADK would change it first (${quote(change)}); ${why}`;
+  }
+  if (/SQLITE_READONLY/.test(message)) {
+    return `${named} is not a database ADK reads as it is: ADK would write to it first (${quote(message)}); ${why}`;
+  }
+  return `${named} cannot be opened by ADK's DatabaseSessionService: ${quote(message)}`;
+}
+
+function quote(text: string): string {
+  return text.length > QUOTED_CHARS ? `${text.slice(0, QUOTED_CHARS)}…` : text;
+}
+
+/** The file must be a regular, non-empty file with SQLite's header; nothing is written. */
+async function assertSqliteFile(file: string, named: string, why: string): Promise<void> {
+  if (file === '') throw new Error(`${named} names no SQLite file: give its path`);
+  const where = resolve(file);
+  let info: Awaited<ReturnType<typeof stat>>;
+  try {
+    info = await stat(file);
+  } catch (error) {
+    const code = (error as { code?: unknown }).code;
+    if (code === 'ENOENT') throw new Error(`${named} names a SQLite file that does not exist (${where}): ${why}`);
+    throw new Error(`${named} cannot be read (${where}: ${(error as Error).message})`, { cause: error });
+  }
+  if (!info.isFile()) throw new Error(`${named} names ${where}, which is not a file`);
+  if (info.size === 0) {
     throw new Error(
       `${named} is an empty file, not a database ADK made: reading it through ADK would make it one (${why})`,
     );
   }
-  if (header.length < SQLITE_HEADER.length || !header.equals(SQLITE_HEADER)) {
-    throw new Error(`${named} is not a SQLite database (${resolve(file)})`);
-  }
-  const driver = sqliteDriver();
-  // Without the driver ADK cannot open the file either, and says so itself.
-  if (!driver) return;
-  const found = await readSchema(driver, file).catch((cause: unknown) => {
-    throw new Error(`${named} cannot be read (${cause instanceof Error ? cause.message : String(cause)})`, { cause });
-  });
-  const missing = ADK_TABLES.filter((table) => !found.tables.includes(table));
-  if (missing.length > 0) {
-    throw new Error(
-      `${named} is not a database ADK's DatabaseSessionService made (it has no ${missing.join(', ')} table${missing.length > 1 ? 's' : ''}): reading it through ADK would add ${missing.length > 1 ? 'them' : 'it'} (${why})`,
-    );
-  }
-  if (!found.versioned) {
-    throw new Error(
-      `${named} has no ADK schema version: reading it through ADK would write one (${why}); open it once with the ADK version that made it`,
-    );
-  }
-}
-
-/** The file's first 16 bytes (fewer for a shorter file), or `'missing'`. */
-async function readHeader(file: string): Promise<Buffer | 'missing'> {
-  let handle: Awaited<ReturnType<typeof open>>;
+  let header: Buffer;
   try {
-    handle = await open(file, 'r');
+    const handle = await open(file, 'r');
+    try {
+      header = Buffer.alloc(SQLITE_HEADER.length);
+      header = header.subarray(0, (await handle.read(header, 0, header.length, 0)).bytesRead);
+    } finally {
+      await handle.close();
+    }
   } catch (error) {
-    if ((error as { code?: unknown }).code === 'ENOENT') return 'missing';
-    throw error;
+    throw new Error(`${named} cannot be read (${where}: ${(error as Error).message})`, { cause: error });
   }
-  try {
-    const buffer = Buffer.alloc(SQLITE_HEADER.length);
-    const { bytesRead } = await handle.read(buffer, 0, buffer.length, 0);
-    return buffer.subarray(0, bytesRead);
-  } finally {
-    await handle.close();
-  }
-}
-
-/** What this module uses of the `sqlite3` driver. */
-interface SqliteDriver {
-  OPEN_READONLY: number;
-  Database: new (
-    file: string,
-    mode: number,
-    done: (error: Error | null) => void,
-  ) => {
-    configure(option: 'busyTimeout', ms: number): void;
-    all(sql: string, params: unknown[], done: (error: Error | null, rows: Record<string, unknown>[]) => void): void;
-    close(done: (error: Error | null) => void): void;
-  };
+  if (!header.equals(SQLITE_HEADER)) throw new Error(`${named} is not a SQLite database (${where})`);
 }
 
 /**
- * The `sqlite3` driver as ADK loads it: from `@mikro-orm/sqlite`, found from
- * `@google/adk`. Undefined when either is not installed.
+ * `@mikro-orm/sqlite`, the driver package ADK loads for `sqlite://`, found
+ * from where `@google/adk` is installed (as ADK finds it).
  */
-function sqliteDriver(): SqliteDriver | undefined {
+async function sqliteDriver(): Promise<typeof import('@mikro-orm/sqlite')> {
+  let path: string;
   try {
-    const fromHere = createRequire(import.meta.url);
-    const adk = fromHere.resolve('@google/adk');
-    const orm = createRequire(adk).resolve('@mikro-orm/sqlite');
-    return createRequire(orm)('sqlite3') as SqliteDriver;
-  } catch {
-    return undefined;
+    const adk = createRequire(thisFile()).resolve('@google/adk');
+    path = createRequire(adk).resolve('@mikro-orm/sqlite');
+  } catch (error) {
+    throw new MissingPackageError('@mikro-orm/sqlite', 'The sqlite:// session store', [], { cause: error });
   }
+  return (await import(pathToFileURL(path).href)) as typeof import('@mikro-orm/sqlite');
 }
 
-/** The names of the file's tables, and whether ADK's schema version row is there; opened read-only. */
-async function readSchema(driver: SqliteDriver, file: string): Promise<{ tables: string[]; versioned: boolean }> {
-  const db = await new Promise<InstanceType<SqliteDriver['Database']>>((done, fail) => {
-    const opened = new driver.Database(file, driver.OPEN_READONLY, (error) => (error ? fail(error) : done(opened)));
-  });
-  // A database an application is writing to is locked now and then: wait for it, as ADK's own connection would.
-  db.configure('busyTimeout', BUSY_TIMEOUT_MS);
-  const all = (sql: string, params: unknown[]) =>
-    new Promise<Record<string, unknown>[]>((done, fail) =>
-      db.all(sql, params, (error, rows) => (error ? fail(error) : done(rows))),
-    );
-  try {
-    const rows = await all("SELECT name FROM sqlite_master WHERE type = 'table'", []);
-    const tables = rows.map((row) => String(row.name));
-    const versioned =
-      tables.includes('adk_internal_metadata') &&
-      (await all('SELECT 1 FROM adk_internal_metadata WHERE key = ?', [SCHEMA_VERSION_KEY])).length > 0;
-    return { tables, versioned };
-  } finally {
-    await new Promise<void>((done) => db.close(() => done()));
-  }
+/** This module's file, in the ES module build and the CommonJS one alike. */
+function thisFile(): string {
+  return typeof __filename === 'string' ? __filename : fileURLToPath(import.meta.url);
 }

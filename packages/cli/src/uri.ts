@@ -183,8 +183,15 @@ async function adkOwn(uri: string): Promise<UriSessionService> {
       `no store for this scheme: adk-state serves ${known}; @google/adk serves the rest (${(error as Error).message.replace(/:.*$/, '')})`,
     );
   }
-  // ADK's DatabaseSessionService has no close(); its database connection (a MikroORM
-  // instance, made on first use) would otherwise keep the process alive.
+  return closableAdkService(service);
+}
+
+/**
+ * ADK's DatabaseSessionService has no close(); its database connection (a
+ * MikroORM instance, made on first use) would otherwise keep the process
+ * alive. Gives such a service a `close()` that closes it.
+ */
+export function closableAdkService(service: UriSessionService): UriSessionService {
   const database = service as { orm?: { close(force?: boolean): Promise<void> } };
   return service.close ? service : releasing(service, async () => database.orm?.close(true));
 }

@@ -6,7 +6,7 @@
  * with --verify.
  */
 import { existsSync } from 'node:fs';
-import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -345,7 +345,7 @@ describe('adk-state migrate', () => {
     );
   });
 
-  it('refuses a SQLite source that ADK did not make, and leaves its file as it was (migrate and inspect)', async () => {
+  it('opens a SQLite source so that it cannot change: one ADK would change first is refused, its file as it was', async () => {
     const driver = sqliteDriver();
     const other = join(scratch, 'other.db');
     await sqlite(driver, other, [
@@ -356,24 +356,34 @@ describe('adk-state migrate', () => {
     await writeFile(text, 'not a database at all\n');
     const empty = join(scratch, 'empty.db');
     await writeFile(empty, '');
-    // Made by ADK, then its schema version row removed: ADK would write it again.
-    const unversioned = join(scratch, 'unversioned.db');
-    const adk = new DatabaseSessionService(`sqlite://${unversioned}`);
-    await adk.createSession({ appName: 'shop', userId: 'u1', sessionId: 's1' });
-    await (adk as unknown as { orm?: { close(): Promise<void> } }).orm?.close();
-    await sqlite(driver, unversioned, ["DELETE FROM adk_internal_metadata WHERE key = 'schema_version'"]);
+    const folder = join(scratch, 'folder.db');
+    await mkdir(folder);
+    /** A database ADK made, then changed by `statements`. */
+    const made = async (name: string, statements: string[]) => {
+      const file = join(scratch, name);
+      const adk = new DatabaseSessionService(`sqlite://${file}`);
+      await adk.createSession({ appName: 'shop', userId: 'u1', sessionId: 's1' });
+      await (adk as unknown as { orm?: { close(): Promise<void> } }).orm?.close();
+      await sqlite(driver, file, statements);
+      return file;
+    };
+    const unversioned = await made('unversioned.db', [
+      "DELETE FROM adk_internal_metadata WHERE key = 'schema_version'",
+    ]);
+    const indexed = await made('indexed.db', ['CREATE INDEX by_time ON events (timestamp)']);
+    const later = await made('later.db', ["UPDATE adk_internal_metadata SET value = '2' WHERE key = 'schema_version'"]);
 
     const cases: [string, string][] = [
-      [
-        other,
-        "is not a database ADK's DatabaseSessionService made (it has no sessions, events, app_states, user_states, adk_internal_metadata tables): reading it through ADK would add them",
-      ],
+      [other, 'is not a database ADK reads as it is: ADK would change it first (create table `app_states`'],
       [text, `is not a SQLite database (${text})`],
       [empty, 'is an empty file, not a database ADK made: reading it through ADK would make it one'],
-      [unversioned, 'has no ADK schema version: reading it through ADK would write one'],
+      [folder, `names ${folder}, which is not a file`],
+      [unversioned, 'is not a database ADK reads as it is: ADK would'],
+      [indexed, 'is not a database ADK reads as it is: ADK would change it first (drop index `by_time`)'],
+      [later, "cannot be opened by ADK's DatabaseSessionService: ADK Database schema version 2 is not compatible"],
     ];
     for (const [file, said] of cases) {
-      const before = await readFile(file);
+      const before = file === folder ? undefined : await readFile(file);
       const run = await runCli(['migrate', '--from', `sqlite://${file}`, '--to', `${redis.url}/13`]);
       expect(run.code, run.stdout + run.stderr).toBe(1);
       expect(run.stderr.trim().split('\n')).toHaveLength(1);
@@ -381,11 +391,13 @@ describe('adk-state migrate', () => {
       const inspected = await runCli(['inspect', `sqlite://${file}`, '--app', 'shop']);
       expect(inspected.code, inspected.stdout + inspected.stderr).toBe(1);
       expect(inspected.stderr).toContain(`adk-state inspect: the store sqlite://${file} ${said}`);
-      expect((await readFile(file)).equals(before), file).toBe(true);
+      if (before) expect((await readFile(file)).equals(before), file).toBe(true);
     }
     expect(await sqlite(driver, other, ["SELECT name FROM sqlite_master WHERE type = 'table'"])).toEqual([
       { name: 'notes' },
     ]);
+    const kept = await sqlite(driver, indexed, ["SELECT name FROM sqlite_master WHERE name = 'by_time'"]);
+    expect(kept).toEqual([{ name: 'by_time' }]);
   });
 });
 
