@@ -14,8 +14,8 @@ import {
   seconds,
 } from './command.js';
 import { inspectText, serveInspector } from './inspect.js';
+import { openReadOnly } from './read-only-source.js';
 import { redactUri } from './redact.js';
-import { openSqliteReadOnly } from './sqlite-source.js';
 import { sessionServiceFromUri, type UriSessionService } from './uri.js';
 
 interface InspectFlags {
@@ -53,7 +53,7 @@ export function addInspectCommand(program: Command, context: CommandContext): vo
       try {
         const timeoutMs = seconds(flags.checkTimeout, '--check-timeout');
         service =
-          (await openSqliteReadOnly(uri, 'the store', 'inspect only reads, and creates or changes nothing')) ??
+          (await openReadOnly(uri, 'the store', 'inspect only reads, and creates or changes nothing')) ??
           (await sessionServiceFromUri(uri));
         const opened = service;
         await checkStore(uri, opened, { timeoutMs });

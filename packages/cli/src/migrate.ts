@@ -25,8 +25,8 @@ import { type BackendError, isAdkStateError } from '@adk-state/core';
 import { scopeOf } from '@adk-state/core/store';
 import type { BaseSessionService, Event, Session } from '@google/adk';
 import { checkStore, closeWithin, problemOf } from './check.js';
+import { openReadOnly } from './read-only-source.js';
 import { redactUri } from './redact.js';
-import { openSqliteReadOnly } from './sqlite-source.js';
 import { isMemoryUri, sessionServiceFromUri, type UriSessionService } from './uri.js';
 
 /** Who wins a conflict: the side that wrote last (default), always the target, or always the source. */
@@ -36,7 +36,7 @@ export type ConflictPolicy = 'newer' | 'target' | 'source';
 export interface MigrateOptions {
   /**
    * The source: any URI `sessionServiceFromUri` takes, `@google/adk`'s own `sqlite://`, `postgresql://`, … included,
-   * but `memory://`; a `sqlite://` source must be a database ADK made (see `sqlite-source.ts`).
+   * but `memory://`; a `sqlite://` source must be a database ADK made (see `read-only-source.ts`).
    */
   from: string;
   /** The target: an adk-state store, but `memory://`. */
@@ -331,7 +331,7 @@ async function unlistedSessions(
  * store on either side (it lives only in the process that made it: a source
  * would be a new, empty one, and a copy would be gone when the run ends), an
  * in-memory SQLite source (the same). A `sqlite://` source is opened so
- * that it cannot change (see `sqlite-source.ts`).
+ * that it cannot change (see `read-only-source.ts`).
  */
 function refuseUnusable(from: string, to: string): void {
   const memory = 'a memory:// store lives only in the process that made it';
@@ -357,7 +357,7 @@ export async function migrate(options: MigrateOptions): Promise<MigrateReport> {
   refuseUnusable(options.from, options.to);
   const serviceOptions = options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs };
   const source =
-    (await openSqliteReadOnly(options.from, 'the source', 'a source is only read, never created or changed')) ??
+    (await openReadOnly(options.from, 'the source', 'a source is only read, never created or changed')) ??
     (await sessionServiceFromUri(options.from, serviceOptions));
   let target: UriSessionService | undefined;
   try {

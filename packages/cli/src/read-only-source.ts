@@ -1,0 +1,153 @@
+/**
+ * A SQL store of `@google/adk` that a command only reads (`migrate`'s
+ * source, `inspect`). ADK's DatabaseSessionService opens any database it is
+ * given as one of its own: it creates a missing SQLite file or PostgreSQL
+ * database, brings the tables to its own layout (adding tables and columns,
+ * dropping indexes it did not make) and writes its schema version. So a
+ * `sqlite://` or `postgresql://` store is opened here on connections that
+ * refuse every write (SQLite's `PRAGMA query_only`, PostgreSQL's
+ * `default_transaction_read_only`): whatever ADK would change fails
+ * instead, and the command stops saying so. A SQLite file is also looked at
+ * first without opening it as a database: it must be a regular, non-empty
+ * file that begins with SQLite's header.
+ */
+import { open, stat } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import type { DatabaseSessionService } from '@google/adk';
+import { MissingPackageError } from './packages.js';
+import { redactUri } from './redact.js';
+import { closableAdkService, sqliteFile, type UriSessionService } from './uri.js';
+
+/** Every SQLite database file begins with these 16 bytes. */
+const SQLITE_HEADER = Buffer.from('SQLite format 3\u0000', 'latin1');
+
+/** How much of ADK's refusal a message quotes. */
+const QUOTED_CHARS = 300;
+
+/**
+ * For a `sqlite://` URI that names a file, or a `postgresql://` (`postgres://`)
+ * URI: ADK's DatabaseSessionService on it, opened (and its tables checked,
+ * by ADK) on connections that cannot write. Throws, naming the store as
+ * `what` and saying `why` it must not change, when ADK would create or
+ * change anything to open it, or cannot, and when a SQLite file is missing,
+ * not a regular file, empty or not SQLite. Undefined for any other URI (and
+ * for `sqlite://:memory:`), which the caller opens as usual.
+ */
+export async function openReadOnly(uri: string, what: string, why: string): Promise<UriSessionService | undefined> {
+  const named = `${what} ${redactUri(uri)}`;
+  const file = sqliteFile(uri);
+  let options: Record<string, unknown>;
+  if (file !== undefined) {
+    await assertSqliteFile(file, named, why);
+    const { SqliteDriver } = (await driverPackage('@mikro-orm/sqlite', 'sqlite')) as typeof import('@mikro-orm/sqlite');
+    options = { driver: SqliteDriver, dbName: file, pool: { afterCreate: refusingWrites('PRAGMA query_only = ON') } };
+  } else if (/^postgres(ql)?:\/\//i.test(uri)) {
+    const { PostgreSqlDriver } = (await driverPackage(
+      '@mikro-orm/postgresql',
+      'postgresql',
+    )) as typeof import('@mikro-orm/postgresql');
+    options = {
+      driver: PostgreSqlDriver,
+      clientUrl: uri,
+      pool: { afterCreate: refusingWrites('SET default_transaction_read_only = on') },
+    };
+  } else {
+    return undefined;
+  }
+  const { DatabaseSessionService: Database } = await import('@google/adk');
+  const service = closableAdkService(new Database(options as ConstructorParameters<typeof DatabaseSessionService>[0]));
+  try {
+    await (service as DatabaseSessionService).init();
+  } catch (error) {
+    await service.close?.().catch(() => {});
+    throw new Error(refusal(named, why, error), { cause: error });
+  }
+  return service;
+}
+
+/** A pool's `afterCreate`: runs `statement` on each new connection before it is used. */
+function refusingWrites(statement: string) {
+  return (connection: Connection, done: (error: Error | null, connection: Connection) => void) => {
+    const ran = (error: Error | null) => done(error, connection);
+    // sqlite3 runs a statement with run(); pg with query().
+    if (typeof connection.run === 'function') connection.run(statement, ran);
+    else connection.query?.(statement, ran);
+  };
+}
+
+/** What a pool hands `afterCreate`: a `sqlite3` or a `pg` connection. */
+interface Connection {
+  run?(sql: string, done: (error: Error | null) => void): void;
+  query?(sql: string, done: (error: Error | null) => void): void;
+}
+
+/** Why ADK could not open the file as it is: the change it would make, or its own words. */
+function refusal(named: string, why: string, error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  if (!/SQLITE_READONLY|in a read-only transaction/.test(message)) {
+    return `${named} cannot be opened by ADK's DatabaseSessionService: ${quote(message)}`;
+  }
+  // MikroORM's message: the statement, " - ", then the database's refusal.
+  const cut = message.lastIndexOf(' - ');
+  const change = cut > 0 ? message.slice(0, cut).trim().replace(/;$/, '') : message;
+  return `${named} is not a database ADK reads as it is: ADK would change it first (${quote(change)}); ${why}`;
+}
+
+function quote(text: string): string {
+  return text.length > QUOTED_CHARS ? `${text.slice(0, QUOTED_CHARS)}…` : text;
+}
+
+/** The file must be a regular, non-empty file with SQLite's header; nothing is written. */
+async function assertSqliteFile(file: string, named: string, why: string): Promise<void> {
+  if (file === '') throw new Error(`${named} names no SQLite file: give its path`);
+  const where = resolve(file);
+  let info: Awaited<ReturnType<typeof stat>>;
+  try {
+    info = await stat(file);
+  } catch (error) {
+    const code = (error as { code?: unknown }).code;
+    if (code === 'ENOENT') throw new Error(`${named} names a SQLite file that does not exist (${where}): ${why}`);
+    throw new Error(`${named} cannot be read (${where}: ${(error as Error).message})`, { cause: error });
+  }
+  if (!info.isFile()) throw new Error(`${named} names ${where}, which is not a file`);
+  if (info.size === 0) {
+    throw new Error(
+      `${named} is an empty file, not a database ADK made: reading it through ADK would make it one (${why})`,
+    );
+  }
+  let header: Buffer;
+  try {
+    const handle = await open(file, 'r');
+    try {
+      header = Buffer.alloc(SQLITE_HEADER.length);
+      header = header.subarray(0, (await handle.read(header, 0, header.length, 0)).bytesRead);
+    } finally {
+      await handle.close();
+    }
+  } catch (error) {
+    throw new Error(`${named} cannot be read (${where}: ${(error as Error).message})`, { cause: error });
+  }
+  if (!header.equals(SQLITE_HEADER)) throw new Error(`${named} is not a SQLite database (${where})`);
+}
+
+/**
+ * A MikroORM driver package ADK loads for a scheme, found from where
+ * `@google/adk` is installed (as ADK finds it).
+ */
+async function driverPackage(name: string, scheme: string): Promise<unknown> {
+  let path: string;
+  try {
+    const adk = createRequire(thisFile()).resolve('@google/adk');
+    path = createRequire(adk).resolve(name);
+  } catch (error) {
+    throw new MissingPackageError(name, scheme, [], { cause: error });
+  }
+  return import(pathToFileURL(path).href);
+}
+
+/** This module's file, in the ES module build and the CommonJS one alike. */
+function thisFile(): string {
+  return typeof __filename === 'string' ? __filename : fileURLToPath(import.meta.url);
+}

@@ -1,0 +1,124 @@
+/**
+ * `adk-state migrate` and `inspect` reading `@google/adk`'s
+ * DatabaseSessionService on PostgreSQL (a private cluster on loopback): a
+ * database ADK made is copied faithfully and left as it was; one that ADK
+ * would change to open it (its own tables missing, an index it did not make,
+ * the database itself missing) is refused, and stays as it was.
+ */
+import { RedisSessionService } from '@adk-state/adapter-redis';
+import { hasPostgres, type PostgresServer, startPostgres } from '@adk-state/test-servers/postgres';
+import { type RedisServer, startRedisServer } from '@adk-state/test-servers/redis';
+import { createEvent, createEventActions, DatabaseSessionService } from '@google/adk';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runCli } from './support/cli-process.js';
+
+/** The tables, indexes and databases of the cluster: what must not change. */
+async function layout(url: string): Promise<unknown> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const rows = async (sql: string) => (await client.query(sql)).rows.map((row) => Object.values(row).join('.'));
+    return {
+      databases: await rows('SELECT datname FROM pg_database ORDER BY datname'),
+      tables: await rows("SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename"),
+      indexes: await rows("SELECT tablename, indexname FROM pg_indexes WHERE schemaname = 'public' ORDER BY 1, 2"),
+      metadata: await rows('SELECT * FROM adk_internal_metadata').catch(() => []),
+    };
+  } finally {
+    await client.end();
+  }
+}
+
+async function sql(url: string, statements: string[]): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    for (const statement of statements) await client.query(statement);
+  } finally {
+    await client.end();
+  }
+}
+
+describe.skipIf(!hasPostgres())('adk-state migrate and inspect from PostgreSQL', () => {
+  let postgres: PostgresServer;
+  let redis: RedisServer;
+  /** The cluster's url with another database. */
+  const database = (name: string) => postgres.url.replace(/\/postgres$/, `/${name}`);
+
+  beforeAll(async () => {
+    [postgres, redis] = await Promise.all([startPostgres(), startRedisServer()]);
+    await sql(postgres.url, ['CREATE DATABASE adk', 'CREATE DATABASE shop']);
+    const adk = new DatabaseSessionService(database('adk'));
+    for (const userId of ['ada', 'bob']) {
+      const session = await adk.createSession({ appName: 'greeter', userId, state: { topic: userId } });
+      for (let turn = 1; turn <= 3; turn++) {
+        const event = createEvent({
+          author: 'greeter',
+          invocationId: `turn-${turn}`,
+          content: { role: 'model', parts: [{ text: `reply ${turn} to ${userId}` }] },
+          actions: createEventActions({ stateDelta: { turn, 'user:seen': turn } }),
+        });
+        await adk.appendEvent({ session, event });
+      }
+    }
+    await (adk as unknown as { orm?: { close(): Promise<void> } }).orm?.close();
+    await sql(database('shop'), ['CREATE TABLE orders (id integer PRIMARY KEY)']);
+  }, 120_000);
+
+  afterAll(async () => {
+    await Promise.all([postgres?.stop(), redis?.stop()]);
+  });
+
+  it('copies a database ADK made, faithfully, and leaves it as it was', async () => {
+    const before = await layout(database('adk'));
+    const target = `${redis.url}/3`;
+    const run = await runCli(['migrate', '--from', database('adk'), '--to', target, '--verify']);
+    expect(run.stderr).toBe('');
+    expect(run.code).toBe(0);
+    expect(run.stdout).toContain('copied 2 new and 0 updated sessions (6 events)');
+    expect(run.stdout).toContain('verify: 0 differences');
+    const copy = new RedisSessionService({ url: target });
+    try {
+      const { sessions } = await copy.listSessions({ appName: 'greeter', userId: 'ada' });
+      const read = await copy.getSession({ appName: 'greeter', userId: 'ada', sessionId: sessions[0]?.id ?? '' });
+      expect(read?.events.map((event) => event.content?.parts?.[0]?.text)).toEqual([
+        'reply 1 to ada',
+        'reply 2 to ada',
+        'reply 3 to ada',
+      ]);
+      expect(read?.state).toEqual({ topic: 'ada', turn: 3, 'user:seen': 3 });
+    } finally {
+      await copy.close();
+    }
+    expect(await layout(database('adk'))).toEqual(before);
+  });
+
+  it('refuses a database ADK would change to open, and leaves it as it was (migrate and inspect)', async () => {
+    await sql(database('adk'), ['CREATE INDEX by_time ON events (timestamp)']);
+    const cases: [string, string][] = [
+      [database('adk'), 'ADK would change it first (drop index "by_time")'],
+      [database('shop'), 'ADK would change it first (create table "app_states"'],
+      [database('nothing'), 'ADK would change it first (create database "nothing")'],
+    ];
+    try {
+      for (const [url, said] of cases) {
+        const before = await layout(postgres.url);
+        const inside = url.endsWith('/nothing') ? undefined : await layout(url);
+        const run = await runCli(['migrate', '--from', url, '--to', `${redis.url}/4`]);
+        expect(run.code, run.stdout + run.stderr).toBe(1);
+        expect(run.stderr.trim().split('\n')).toHaveLength(1);
+        expect(run.stderr).toContain(
+          `adk-state migrate: the source ${url} is not a database ADK reads as it is: ${said}`,
+        );
+        const inspected = await runCli(['inspect', url, '--app', 'greeter']);
+        expect(inspected.code, inspected.stdout + inspected.stderr).toBe(1);
+        expect(inspected.stderr).toContain(`adk-state inspect: the store ${url} is not a database ADK reads as it is`);
+        expect(await layout(postgres.url)).toEqual(before);
+        if (inside) expect(await layout(url)).toEqual(inside);
+      }
+    } finally {
+      await sql(database('adk'), ['DROP INDEX by_time']);
+    }
+  });
+});
