@@ -43,7 +43,7 @@ export async function openReadOnly(uri: string, what: string, why: string): Prom
     await assertSqliteFile(file, named, why);
     const { SqliteDriver } = (await driverPackage('@mikro-orm/sqlite', 'sqlite')) as typeof import('@mikro-orm/sqlite');
     options = { driver: SqliteDriver, dbName: file, pool: { afterCreate: refusingWrites('PRAGMA query_only = ON') } };
-  } else if (/^postgres(ql)?:\/\//i.test(uri)) {
+  } else if (/^postgres(ql)?:\/\//.test(uri)) {
     const { PostgreSqlDriver } = (await driverPackage(
       '@mikro-orm/postgresql',
       'postgresql',
