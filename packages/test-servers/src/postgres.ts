@@ -6,15 +6,13 @@
  * (/usr/lib/postgresql/<version>/bin) or PG_BIN. initdb refuses to run as
  * root, so as root the cluster runs as the `postgres` user (via runuser).
  */
-import { execFile, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { chown, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
+import { run } from './exec.js';
 import { freePort } from './ports.js';
-
-const execFileAsync = promisify(execFile);
 
 export interface PostgresServer {
   /** `postgresql://postgres@127.0.0.1:<port>/postgres` (trust authentication on loopback). */
@@ -51,16 +49,6 @@ export function hasPostgres(): boolean {
     return true;
   } catch {
     return false;
-  }
-}
-
-async function run(command: string, args: string[]): Promise<string> {
-  try {
-    const { stdout } = await execFileAsync(command, args, { maxBuffer: 16 * 1024 * 1024 });
-    return stdout.trim();
-  } catch (error) {
-    const detail = (error as { stderr?: string }).stderr?.trim();
-    throw new Error(`${command} ${args.join(' ')} failed${detail ? `:\n${detail}` : ''}`, { cause: error });
   }
 }
 
