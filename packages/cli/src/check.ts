@@ -109,7 +109,7 @@ function formatSeconds(ms: number): string {
 }
 
 /** `work()`, or a {@link CheckTimeout} after `ms`; a late outcome of `work` is ignored. */
-async function bounded<T>(ms: number, work: () => Promise<T>): Promise<T> {
+export async function bounded<T>(ms: number, work: () => Promise<T>): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   const late = new Promise<never>((_resolve, reject) => {
     timer = setTimeout(() => reject(new CheckTimeout(ms)), ms);
@@ -179,13 +179,7 @@ export async function checkStore(
   const ms = options.timeoutMs ?? DEFAULT_CHECK_TIMEOUT_MS;
   const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(uri)?.[1]?.toLowerCase() ?? '';
   const fail = (error: unknown): never => {
-    const problem = error instanceof CheckTimeout ? 'timed out' : problemOf(error);
-    // A refusal of the credentials in the backend's own words (the last cause), not the store's sentence around them.
-    const detail =
-      error instanceof CheckTimeout || problem === 'timed out'
-        ? `no answer within ${formatSeconds(ms)}`
-        : textOf(problem === 'authentication' ? chain(error).at(-1) : error);
-    throw new StoreCheckError(uri, problem, detail, { cause: error });
+    throw checkFailure(uri, ms, error);
   };
   if (scheme === 'redis' || scheme === 'rediss') {
     await probeRedis(uri, redisDatabase(uri), ms).catch(fail);
@@ -194,6 +188,17 @@ export async function checkStore(
   }
   const probe = '__adk_state_startup_check__';
   await bounded(ms, () => service.getSession({ appName: probe, userId: probe, sessionId: probe })).catch(fail);
+}
+
+/** The {@link StoreCheckError} of a store that failed a step of its start-up check bounded by `ms`. */
+export function checkFailure(uri: string, ms: number, error: unknown): StoreCheckError {
+  const problem = error instanceof CheckTimeout ? 'timed out' : problemOf(error);
+  // A refusal of the credentials in the backend's own words (the last cause), not the store's sentence around them.
+  const detail =
+    error instanceof CheckTimeout || problem === 'timed out'
+      ? `no answer within ${formatSeconds(ms)}`
+      : textOf(problem === 'authentication' ? chain(error).at(-1) : error);
+  return new StoreCheckError(uri, problem, detail, { cause: error });
 }
 
 /** A cluster passes when one of its listed nodes answers; else the first node's reason is the cluster's. */

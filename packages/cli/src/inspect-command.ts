@@ -53,7 +53,7 @@ export function addInspectCommand(program: Command, context: CommandContext): vo
       try {
         const timeoutMs = seconds(flags.checkTimeout, '--check-timeout');
         service =
-          (await openReadOnly(uri, 'the store', 'inspect only reads, and creates or changes nothing')) ??
+          (await openReadOnly(uri, 'the store', 'inspect only reads, and creates or changes nothing', timeoutMs)) ??
           (await sessionServiceFromUri(uri));
         const opened = service;
         await checkStore(uri, opened, { timeoutMs });

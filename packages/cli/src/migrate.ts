@@ -36,7 +36,7 @@ export type ConflictPolicy = 'newer' | 'target' | 'source';
 export interface MigrateOptions {
   /**
    * The source: any URI `sessionServiceFromUri` takes, `@google/adk`'s own `sqlite://`, `postgresql://`, … included,
-   * but `memory://`; a `sqlite://` source must be a database ADK made (see `read-only-source.ts`).
+   * but `memory://`; a `sqlite://` or `postgresql://` source is opened read-only (see `read-only-source.ts`).
    */
   from: string;
   /** The target: an adk-state store, but `memory://`. */
@@ -330,8 +330,8 @@ async function unlistedSessions(
  * Refuses, before any store is opened, what no run can use: a `memory://`
  * store on either side (it lives only in the process that made it: a source
  * would be a new, empty one, and a copy would be gone when the run ends), an
- * in-memory SQLite source (the same). A `sqlite://` source is opened so
- * that it cannot change (see `read-only-source.ts`).
+ * in-memory SQLite source (the same). A `sqlite://` or `postgresql://`
+ * source is opened so that it cannot change (see `read-only-source.ts`).
  */
 function refuseUnusable(from: string, to: string): void {
   const memory = 'a memory:// store lives only in the process that made it';
@@ -356,16 +356,20 @@ function refuseUnusable(from: string, to: string): void {
 export async function migrate(options: MigrateOptions): Promise<MigrateReport> {
   refuseUnusable(options.from, options.to);
   const serviceOptions = options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs };
+  const bound = options.checkTimeoutMs === undefined ? {} : { timeoutMs: options.checkTimeoutMs };
   const source =
-    (await openReadOnly(options.from, 'the source', 'a source is only read, never created or changed')) ??
-    (await sessionServiceFromUri(options.from, serviceOptions));
+    (await openReadOnly(
+      options.from,
+      'the source',
+      'a source is only read, never created or changed',
+      bound.timeoutMs,
+    )) ?? (await sessionServiceFromUri(options.from, serviceOptions));
   let target: UriSessionService | undefined;
   try {
     target = await sessionServiceFromUri(options.to, serviceOptions);
     if (!canImport(target)) {
       throw new Error(`the target ${redactUri(options.to)} is not an adk-state store (it cannot import)`);
     }
-    const bound = options.checkTimeoutMs === undefined ? {} : { timeoutMs: options.checkTimeoutMs };
     await checkStore(options.from, source, bound);
     await checkStore(options.to, target, bound);
     let apps: string[];

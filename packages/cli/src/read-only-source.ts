@@ -16,6 +16,7 @@ import { createRequire } from 'node:module';
 import { resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { DatabaseSessionService } from '@google/adk';
+import { bounded, checkFailure, closeWithin, DEFAULT_CHECK_TIMEOUT_MS } from './check.js';
 import { MissingPackageError } from './packages.js';
 import { redactUri } from './redact.js';
 import { closableAdkService, sqliteFile, type UriSessionService } from './uri.js';
@@ -29,13 +30,19 @@ const QUOTED_CHARS = 300;
 /**
  * For a `sqlite://` URI that names a file, or a `postgresql://` (`postgres://`)
  * URI: ADK's DatabaseSessionService on it, opened (and its tables checked,
- * by ADK) on connections that cannot write. Throws, naming the store as
- * `what` and saying `why` it must not change, when ADK would create or
- * change anything to open it, or cannot, and when a SQLite file is missing,
- * not a regular file, empty or not SQLite. Undefined for any other URI (and
- * for `sqlite://:memory:`), which the caller opens as usual.
+ * by ADK) on connections that cannot write, within `timeoutMs`. Throws,
+ * naming the store as `what` and saying `why` it must not change, when ADK
+ * would create or change anything to open it, and when a SQLite file is
+ * missing, not a regular file, empty or not SQLite; a `StoreCheckError` when
+ * the opening fails otherwise or runs out of time. Undefined for any other
+ * URI (and for `sqlite://:memory:`), which the caller opens as usual.
  */
-export async function openReadOnly(uri: string, what: string, why: string): Promise<UriSessionService | undefined> {
+export async function openReadOnly(
+  uri: string,
+  what: string,
+  why: string,
+  timeoutMs = DEFAULT_CHECK_TIMEOUT_MS,
+): Promise<UriSessionService | undefined> {
   const named = `${what} ${redactUri(uri)}`;
   const file = sqliteFile(uri);
   let options: Record<string, unknown>;
@@ -58,11 +65,20 @@ export async function openReadOnly(uri: string, what: string, why: string): Prom
   }
   const { DatabaseSessionService: Database } = await import('@google/adk');
   const service = closableAdkService(new Database(options as ConstructorParameters<typeof DatabaseSessionService>[0]));
+  // Opening connects and reads the tables: bounded as the start-up check is, whatever the server does.
+  const opening = (service as DatabaseSessionService).init();
   try {
-    await (service as DatabaseSessionService).init();
+    await bounded(timeoutMs, () => opening);
   } catch (error) {
-    await service.close?.().catch(() => {});
-    throw new Error(refusal(named, why, error), { cause: error });
+    // An opening that ends after the bound still closes what it opened.
+    opening.then(
+      () => closeWithin(service),
+      () => closeWithin(service),
+    );
+    await closeWithin(service);
+    const message = error instanceof Error ? error.message : String(error);
+    if (!READ_ONLY_REFUSAL.test(message)) throw checkFailure(uri, timeoutMs, error);
+    throw new Error(refusal(named, why, message), { cause: error });
   }
   return service;
 }
@@ -73,7 +89,8 @@ function refusingWrites(statement: string) {
     const ran = (error: Error | null) => done(error, connection);
     // sqlite3 runs a statement with run(); pg with query().
     if (typeof connection.run === 'function') connection.run(statement, ran);
-    else connection.query?.(statement, ran);
+    else if (typeof connection.query === 'function') connection.query(statement, ran);
+    else ran(new Error('a connection of an unknown driver: it cannot be made read-only'));
   };
 }
 
@@ -83,13 +100,11 @@ interface Connection {
   query?(sql: string, done: (error: Error | null) => void): void;
 }
 
-/** Why ADK could not open the file as it is: the change it would make, or its own words. */
-function refusal(named: string, why: string, error: unknown): string {
-  const message = error instanceof Error ? error.message : String(error);
-  if (!/SQLITE_READONLY|in a read-only transaction/.test(message)) {
-    return `${named} cannot be opened by ADK's DatabaseSessionService: ${quote(message)}`;
-  }
-  // MikroORM's message: the statement, " - ", then the database's refusal.
+/** How SQLite and PostgreSQL refuse a write on a connection that cannot write. */
+const READ_ONLY_REFUSAL = /SQLITE_READONLY|in a read-only transaction/;
+
+/** The change ADK would have made, from MikroORM's message: the statement, " - ", then the refusal. */
+function refusal(named: string, why: string, message: string): string {
   const cut = message.lastIndexOf(' - ');
   const change = cut > 0 ? message.slice(0, cut).trim().replace(/;$/, '') : message;
   return `${named} is not a database ADK reads as it is: ADK would change it first (${quote(change)}); ${why}`;

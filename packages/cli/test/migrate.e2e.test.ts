@@ -380,8 +380,15 @@ describe('adk-state migrate', () => {
       [folder, `names ${folder}, which is not a file`],
       [unversioned, 'is not a database ADK reads as it is: ADK would'],
       [indexed, 'is not a database ADK reads as it is: ADK would change it first (drop index `by_time`)'],
-      [later, "cannot be opened by ADK's DatabaseSessionService: ADK Database schema version 2 is not compatible"],
     ];
+    // A schema version ADK cannot read: ADK's own refusal, as any store's failed check is told.
+    const laterBefore = await readFile(later);
+    const refused = await runCli(['migrate', '--from', `sqlite://${later}`, '--to', `${redis.url}/13`]);
+    expect(refused.code, refused.stdout + refused.stderr).toBe(1);
+    expect(refused.stderr.trim()).toBe(
+      `adk-state migrate: the session store sqlite://${later} failed its start-up check: ADK Database schema version 2 is not compatible.`,
+    );
+    expect((await readFile(later)).equals(laterBefore)).toBe(true);
     for (const [file, said] of cases) {
       const before = file === folder ? undefined : await readFile(file);
       const run = await runCli(['migrate', '--from', `sqlite://${file}`, '--to', `${redis.url}/13`]);
