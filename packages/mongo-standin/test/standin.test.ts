@@ -73,6 +73,7 @@ describe('the MongoDB stand-in', () => {
           projection: {
             seq: 1,
             body: { $cond: [{ $gt: ['$seq', 5] }, '$body', '$$REMOVE'] },
+            // biome-ignore lint/suspicious/noThenProperty: the object form of MongoDB's $cond names its branch 'then'.
             late: { $cond: { if: { $gte: ['$rev', 6] }, then: true, else: false } },
           },
           sort: { seq: 1 },
