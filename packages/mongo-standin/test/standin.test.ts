@@ -26,7 +26,11 @@ afterAll(async () => {
 let counter = 0;
 function fresh() {
   counter += 1;
-  return client.db('standin_test').collection<{ _id: string; n?: number; k?: string; at?: Date }>(`c${counter}`);
+  return client
+    .db('standin_test')
+    .collection<{ _id: string; n?: number; k?: string; at?: Date; seq?: number; rev?: number; body?: string }>(
+      `c${counter}`,
+    );
 }
 
 interface Failure {
