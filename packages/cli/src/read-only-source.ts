@@ -17,6 +17,7 @@ import { resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { DatabaseSessionService } from '@google/adk';
 import { bounded, checkFailure, closeWithin, DEFAULT_CHECK_TIMEOUT_MS } from './check.js';
+import { messageOf } from './command.js';
 import { MissingPackageError } from './packages.js';
 import { redactUri } from './redact.js';
 import { closableAdkService, sqliteFile, type UriSessionService } from './uri.js';
@@ -76,7 +77,7 @@ export async function openReadOnly(
       () => closeWithin(service),
     );
     await closeWithin(service);
-    const message = error instanceof Error ? error.message : String(error);
+    const message = messageOf(error);
     if (!READ_ONLY_REFUSAL.test(message)) throw checkFailure(uri, timeoutMs, error);
     throw new Error(refusal(named, why, message), { cause: error });
   }
@@ -124,7 +125,7 @@ async function assertSqliteFile(file: string, named: string, why: string): Promi
   } catch (error) {
     const code = (error as { code?: unknown }).code;
     if (code === 'ENOENT') throw new Error(`${named} names a SQLite file that does not exist (${where}): ${why}`);
-    throw new Error(`${named} cannot be read (${where}: ${(error as Error).message})`, { cause: error });
+    throw new Error(`${named} cannot be read (${where}: ${messageOf(error)})`, { cause: error });
   }
   if (!info.isFile()) throw new Error(`${named} names ${where}, which is not a file`);
   if (info.size === 0) {
@@ -142,7 +143,7 @@ async function assertSqliteFile(file: string, named: string, why: string): Promi
       await handle.close();
     }
   } catch (error) {
-    throw new Error(`${named} cannot be read (${where}: ${(error as Error).message})`, { cause: error });
+    throw new Error(`${named} cannot be read (${where}: ${messageOf(error)})`, { cause: error });
   }
   if (!header.equals(SQLITE_HEADER)) throw new Error(`${named} is not a SQLite database (${where})`);
 }
