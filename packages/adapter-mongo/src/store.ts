@@ -519,7 +519,7 @@ export class MongoStore implements SessionStore {
       const read = await this.#readHead(key, scope);
       if (!read) return undefined;
       const query = eventsOf(appName, userId, id);
-      const since = await this.#sinceHeld(read.head, read.result.logMark, query, held, scope);
+      const since = await this.#sinceHeld(read.head, query, held, scope);
       if (since) return { ...read.result, events: since, restart: false };
       // Another life, a held event written again, or a held write lost: the whole log.
       const events = await this.#readEvents(query, {}, scope);
@@ -542,12 +542,12 @@ export class MongoStore implements SessionStore {
    */
   async #sinceHeld(
     head: SessionHeadDoc,
-    mark: string | undefined,
     query: Document,
     held: HeldSession,
     scope: TransactionScope,
   ): Promise<StoredEvent[] | undefined> {
     const life = head.logMark;
+    const mark = markOf(head);
     if (life === undefined || mark === undefined || head.revision < held.revision) return undefined;
     // The held mark is this life alone, or this life, a space and a token.
     let token: string | undefined;
