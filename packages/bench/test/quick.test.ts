@@ -166,6 +166,10 @@ describe('a whole run at tiny sizes', () => {
         expect(value).toBeGreaterThanOrEqual(0);
         expect(value).toBeLessThanOrEqual((conversation?.points[0]?.storeMs.samples[turn] as number) + 1e-9);
       });
+      // The loop's pending work, run before each call and left out of the store time, is reported apart.
+      const pending = conversation?.points[0]?.pendingMs?.samples ?? [];
+      expect(pending).toHaveLength(5);
+      for (const value of pending) expect(value).toBeGreaterThanOrEqual(0);
     }
     // And again on the memory store with shareReadEvents (ADK's own service has no such option).
     expect(Object.keys(results.conversationShared ?? {})).toEqual(['memory']);
@@ -182,6 +186,7 @@ describe('a whole run at tiny sizes', () => {
 
     const table = renderTable(results);
     expect(table).toContain("9. conversation through ADK's Runner");
+    expect(table).toContain("loop's pending work, untimed");
     expect(table).toContain('adk-state memory');
     expect(table).toContain('adk-state memory, shareReadEvents');
     expect(table).toContain('ADK InMemorySessionService');

@@ -17,11 +17,12 @@ export function conversationTable(results: Results): { header: string[]; rows: s
     ...turns.map((turn) => `turn ${turn.toLocaleString('en-US')}`),
     'last ÷ first',
     'last ÷ first, net of GC pauses',
+    "loop's pending work, untimed",
     'documents',
   ];
   const rows: string[][] = [];
   const row = (label: string, result: ConversationResult): string[] => {
-    if (result.error) return [label, `failed: ${result.error}`, ...turns.map(() => ''), ''].slice(0, header.length);
+    if (result.error) return [label, `failed: ${result.error}`, ...header.slice(2).map(() => '')];
     const byTurn = new Map(result.points.map((point) => [point.turn, point]));
     const first = result.points[0];
     const last = result.points[result.points.length - 1];
@@ -41,6 +42,9 @@ export function conversationTable(results: Results): { header: string[]; rows: s
       net === undefined
         ? ''
         : `${net.toFixed(2)}× (${first?.storeMsNetOfGc?.median.toFixed(2)} → ${last?.storeMsNetOfGc?.median.toFixed(2)} ms)`,
+      first?.pendingMs && last?.pendingMs
+        ? `${first.pendingMs.median.toFixed(2)} → ${last.pendingMs.median.toFixed(2)} ms`
+        : '',
       documents,
     ];
   };
