@@ -28,6 +28,8 @@ command -v redis-cli >/dev/null 2>&1 || need_apt+=(redis-tools)
 # PostgreSQL is for `pnpm bench` (ADK's DatabaseSessionService as a peer); g++/make build sqlite3.
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
 command -v g++ >/dev/null 2>&1 || need_apt+=(g++ make)
+# MariaDB is for the CLI's tests of ADK's DatabaseSessionService on mariadb:// and mysql:// sources.
+[ -x /usr/sbin/mariadbd ] || [ -n "${MARIADB_BIN:-}" ] || need_apt+=(mariadb-server)
 # The CLI's dev-UI test drives Debian's Chromium (or the browser CHROMIUM_PATH names).
 [ -x "${CHROMIUM_PATH:-}" ] || command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 if [ "${#need_apt[@]}" -gt 0 ]; then
@@ -38,6 +40,7 @@ if [ "${#need_apt[@]}" -gt 0 ]; then
   # The tests start their own servers; the distribution's services are not needed.
   $SUDO service redis-server stop >/dev/null 2>&1 || true
   $SUDO service postgresql stop >/dev/null 2>&1 || true
+  $SUDO service mariadb stop >/dev/null 2>&1 || true
 fi
 
 pnpm_version=$(node -p "require('./package.json').packageManager.split('@')[1]")

@@ -1,15 +1,18 @@
 /**
  * A SQL store of `@google/adk` that a command only reads (`migrate`'s
  * source, `inspect`). ADK's DatabaseSessionService opens any database it is
- * given as one of its own: it creates a missing SQLite file or PostgreSQL
- * database, brings the tables to its own layout (adding tables and columns,
- * dropping indexes it did not make) and writes its schema version. So a
- * `sqlite://` or `postgresql://` store is opened here on connections that
- * refuse every write (SQLite's `PRAGMA query_only`, PostgreSQL's
- * `default_transaction_read_only`): whatever ADK would change fails
- * instead, and the command stops saying so. A SQLite file is also looked at
- * first without opening it as a database: it must be a regular, non-empty
- * file that begins with SQLite's header.
+ * given as one of its own: it creates a missing SQLite file or database,
+ * brings the tables to its own layout (adding tables and columns, dropping
+ * indexes and constraints it did not make) and writes its schema version.
+ * So a `sqlite://`, `postgresql://`, `mysql://` or `mariadb://` store is
+ * opened here on connections that refuse every write (SQLite's
+ * `PRAGMA query_only`, PostgreSQL's `default_transaction_read_only`, MySQL's
+ * and MariaDB's `SET SESSION TRANSACTION READ ONLY`, which refuse DDL too):
+ * whatever ADK would change fails instead, and the command stops saying so.
+ * A SQLite file is also looked at first without opening it as a database:
+ * it must be a regular, non-empty file that begins with SQLite's header.
+ * `mssql://` has no session setting that refuses DDL, and is opened as ADK
+ * opens it.
  */
 import { open, stat } from 'node:fs/promises';
 import { createRequire } from 'node:module';
@@ -28,9 +31,15 @@ const SQLITE_HEADER = Buffer.from('SQLite format 3\u0000', 'latin1');
 /** How much of ADK's refusal a message quotes. */
 const QUOTED_CHARS = 300;
 
+/** The MikroORM driver ADK loads for a MySQL-protocol scheme, and its export. */
+const MYSQL_DRIVERS = {
+  mysql: ['@mikro-orm/mysql', 'MySqlDriver'],
+  mariadb: ['@mikro-orm/mariadb', 'MariaDbDriver'],
+} as const;
+
 /**
- * For a `sqlite://` URI that names a file, or a `postgresql://` (`postgres://`)
- * URI: ADK's DatabaseSessionService on it, opened (and its tables checked,
+ * For a `sqlite://` URI that names a file, or a `postgresql://` (`postgres://`),
+ * `mysql://` or `mariadb://` URI: ADK's DatabaseSessionService on it, opened (and its tables checked,
  * by ADK) on connections that cannot write, within `timeoutMs`. Throws,
  * naming the store as `what` and saying `why` it must not change, when ADK
  * would create or change anything to open it, and when a SQLite file is
@@ -61,11 +70,22 @@ export async function openReadOnly(
       clientUrl: uri,
       pool: { afterCreate: refusingWrites('SET default_transaction_read_only = on') },
     };
+  } else if (/^(mysql|mariadb):\/\//.test(uri)) {
+    const scheme = uri.startsWith('mysql') ? 'mysql' : 'mariadb';
+    const [name, exported] = MYSQL_DRIVERS[scheme];
+    const driver = ((await driverPackage(name, scheme)) as Record<string, unknown>)[exported];
+    if (typeof driver !== 'function') throw new MissingPackageError(name, scheme, []);
+    options = {
+      driver,
+      clientUrl: uri,
+      pool: { afterCreate: refusingWrites('SET SESSION TRANSACTION READ ONLY') },
+    };
   } else {
     return undefined;
   }
   const { DatabaseSessionService: Database } = await import('@google/adk');
   const service = closableAdkService(new Database(options as ConstructorParameters<typeof DatabaseSessionService>[0]));
+  if (/^(mysql|mariadb):\/\//.test(uri)) inEventTimeOrder(service);
   // Opening connects and reads the tables: bounded as the start-up check is, whatever the server does.
   const opening = (service as DatabaseSessionService).init();
   try {
@@ -84,29 +104,50 @@ export async function openReadOnly(
   return service;
 }
 
+/**
+ * ADK keeps an event's time on MySQL and MariaDB in a `datetime` column, to
+ * the second, and reads a session's events in that column's order: the
+ * events of one second come back in whatever order the server returns them.
+ * Each event also holds its own time to the millisecond, and on SQLite and
+ * PostgreSQL ADK reads in that order: `getSession` here puts the events back
+ * in it (a stable sort: events of one millisecond keep the server's order).
+ */
+function inEventTimeOrder(service: UriSessionService): void {
+  const read = service.getSession.bind(service);
+  service.getSession = async (request) => {
+    const session = await read(request);
+    session?.events.sort((first, second) => first.timestamp - second.timestamp);
+    return session;
+  };
+}
+
 /** A pool's `afterCreate`: runs `statement` on each new connection before it is used. */
 function refusingWrites(statement: string) {
   return (connection: Connection, done: (error: Error | null, connection: Connection) => void) => {
     const ran = (error: Error | null) => done(error, connection);
-    // sqlite3 runs a statement with run(); pg with query().
+    // sqlite3 runs a statement with run(); pg, mysql2 and mariadb's callback API with query().
     if (typeof connection.run === 'function') connection.run(statement, ran);
     else if (typeof connection.query === 'function') connection.query(statement, ran);
     else ran(new Error('a connection of an unknown driver: it cannot be made read-only'));
   };
 }
 
-/** What a pool hands `afterCreate`: a `sqlite3` or a `pg` connection. */
+/** What a pool hands `afterCreate`: a `sqlite3`, `pg`, `mysql2` or `mariadb` connection. */
 interface Connection {
   run?(sql: string, done: (error: Error | null) => void): void;
   query?(sql: string, done: (error: Error | null) => void): void;
 }
 
-/** How SQLite and PostgreSQL refuse a write on a connection that cannot write. */
-const READ_ONLY_REFUSAL = /SQLITE_READONLY|in a read-only transaction/;
+/** How SQLite, PostgreSQL, MySQL and MariaDB refuse a write on a connection that cannot write. */
+const READ_ONLY_REFUSAL = /SQLITE_READONLY|in a read-only transaction|in a READ ONLY transaction/;
 
-/** The change ADK would have made, from MikroORM's message: the statement, " - ", then the refusal. */
+/**
+ * The change ADK would have made, from MikroORM's message: the statement,
+ * "; - ", then the refusal (which on MariaDB repeats the statement after it).
+ */
 function refusal(named: string, why: string, message: string): string {
-  const cut = message.lastIndexOf(' - ');
+  const end = message.indexOf('; - ');
+  const cut = end > 0 ? end : message.lastIndexOf(' - ');
   const change = cut > 0 ? message.slice(0, cut).trim().replace(/;$/, '') : message;
   return `${named} is not a database ADK reads as it is: ADK would change it first (${quote(change)}); ${why}`;
 }
