@@ -36,7 +36,8 @@ export type ConflictPolicy = 'newer' | 'target' | 'source';
 export interface MigrateOptions {
   /**
    * The source: any URI `sessionServiceFromUri` takes, `@google/adk`'s own `sqlite://`, `postgresql://`, … included,
-   * but `memory://`; a `sqlite://` or `postgresql://` source is opened read-only (see `read-only-source.ts`).
+   * but `memory://`; a `sqlite://`, `postgresql://`, `mysql://` or `mariadb://` source is opened read-only
+   * (see `read-only-source.ts`).
    */
   from: string;
   /** The target: an adk-state store, but `memory://`. */
@@ -330,8 +331,9 @@ async function unlistedSessions(
  * Refuses, before any store is opened, what no run can use: a `memory://`
  * store on either side (it lives only in the process that made it: a source
  * would be a new, empty one, and a copy would be gone when the run ends), an
- * in-memory SQLite source (the same). A `sqlite://` or `postgresql://`
- * source is opened so that it cannot change (see `read-only-source.ts`).
+ * in-memory SQLite source (the same). A `sqlite://`, `postgresql://`,
+ * `mysql://` or `mariadb://` source is opened so that it cannot change (see
+ * `read-only-source.ts`).
  */
 function refuseUnusable(from: string, to: string): void {
   const memory = 'a memory:// store lives only in the process that made it';
