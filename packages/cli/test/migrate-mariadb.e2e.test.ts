@@ -7,12 +7,11 @@
  * missing, the database itself missing, a layout its MySQL driver would
  * alter) is refused, and stays as it was.
  */
-import { RedisSessionService } from '@adk-state/adapter-redis';
 import { run } from '@adk-state/test-servers';
 import { hasMariadb, type MariadbServer, startMariadb } from '@adk-state/test-servers/mariadb';
 import { type RedisServer, startRedisServer } from '@adk-state/test-servers/redis';
-import { createEvent, createEventActions, DatabaseSessionService } from '@google/adk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { expectAdaCopied, expectRefused, writeAdkSessions } from './support/adk-database.js';
 import { runCli } from './support/cli-process.js';
 
 const SYSTEM_SCHEMAS = "('mysql', 'information_schema', 'performance_schema', 'sys')";
@@ -44,20 +43,7 @@ describe.skipIf(!hasMariadb())('adk-state migrate and inspect from MariaDB', () 
 
   beforeAll(async () => {
     [mariadb, redis] = await Promise.all([startMariadb(), startRedisServer()]);
-    const adk = new DatabaseSessionService(uri('mariadb', 'adk'));
-    for (const userId of ['ada', 'bob']) {
-      const session = await adk.createSession({ appName: 'greeter', userId, state: { topic: userId } });
-      for (let turn = 1; turn <= 3; turn++) {
-        const event = createEvent({
-          author: 'greeter',
-          invocationId: `turn-${turn}`,
-          content: { role: 'model', parts: [{ text: `reply ${turn} to ${userId}` }] },
-          actions: createEventActions({ stateDelta: { turn, 'user:seen': turn } }),
-        });
-        await adk.appendEvent({ session, event });
-      }
-    }
-    await (adk as unknown as { orm?: { close(): Promise<void> } }).orm?.close();
+    await writeAdkSessions(uri('mariadb', 'adk'));
     // A database that is not ADK's.
     await sql('CREATE DATABASE shop; CREATE TABLE shop.orders (id int PRIMARY KEY)');
   }, 120_000);
@@ -74,19 +60,7 @@ describe.skipIf(!hasMariadb())('adk-state migrate and inspect from MariaDB', () 
     expect(copied.code).toBe(0);
     expect(copied.stdout).toContain('copied 2 new and 0 updated sessions (6 events)');
     expect(copied.stdout).toContain('verify: 0 differences');
-    const copy = new RedisSessionService({ url: target });
-    try {
-      const { sessions } = await copy.listSessions({ appName: 'greeter', userId: 'ada' });
-      const read = await copy.getSession({ appName: 'greeter', userId: 'ada', sessionId: sessions[0]?.id ?? '' });
-      expect(read?.events.map((event) => event.content?.parts?.[0]?.text)).toEqual([
-        'reply 1 to ada',
-        'reply 2 to ada',
-        'reply 3 to ada',
-      ]);
-      expect(read?.state).toEqual({ topic: 'ada', turn: 3, 'user:seen': 3 });
-    } finally {
-      await copy.close();
-    }
+    await expectAdaCopied(target);
     const inspected = await runCli(['inspect', uri('mariadb', 'adk'), '--app', 'greeter']);
     expect(inspected.code, inspected.stdout + inspected.stderr).toBe(0);
     expect(await layout()).toBe(before);
@@ -106,17 +80,7 @@ describe.skipIf(!hasMariadb())('adk-state migrate and inspect from MariaDB', () 
       for (const [source, said] of cases) {
         const before = await layout();
         expect(before).toContain('by_time');
-        const copied = await runCli(['migrate', '--from', source, '--to', `${redis.url}/4`]);
-        expect(copied.code, copied.stdout + copied.stderr).toBe(1);
-        expect(copied.stderr.trim().split('\n')).toHaveLength(1);
-        expect(copied.stderr).toContain(
-          `adk-state migrate: the source ${source} is not a database ADK reads as it is: ${said}`,
-        );
-        const inspected = await runCli(['inspect', source, '--app', 'greeter']);
-        expect(inspected.code, inspected.stdout + inspected.stderr).toBe(1);
-        expect(inspected.stderr).toContain(
-          `adk-state inspect: the store ${source} is not a database ADK reads as it is`,
-        );
+        await expectRefused(source, said, `${redis.url}/4`);
         expect(await layout()).toBe(before);
       }
     } finally {

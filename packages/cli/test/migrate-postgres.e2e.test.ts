@@ -6,12 +6,11 @@
  * the database itself missing) is refused, and stays as it was.
  */
 import { type AddressInfo, createServer } from 'node:net';
-import { RedisSessionService } from '@adk-state/adapter-redis';
 import { hasPostgres, type PostgresServer, startPostgres } from '@adk-state/test-servers/postgres';
 import { type RedisServer, startRedisServer } from '@adk-state/test-servers/redis';
-import { createEvent, createEventActions, DatabaseSessionService } from '@google/adk';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { expectAdaCopied, expectRefused, writeAdkSessions } from './support/adk-database.js';
 import { runCli } from './support/cli-process.js';
 
 /** The tables, indexes and databases of the cluster: what must not change. */
@@ -50,20 +49,7 @@ describe.skipIf(!hasPostgres())('adk-state migrate and inspect from PostgreSQL',
   beforeAll(async () => {
     [postgres, redis] = await Promise.all([startPostgres(), startRedisServer()]);
     await sql(postgres.url, ['CREATE DATABASE adk', 'CREATE DATABASE shop']);
-    const adk = new DatabaseSessionService(database('adk'));
-    for (const userId of ['ada', 'bob']) {
-      const session = await adk.createSession({ appName: 'greeter', userId, state: { topic: userId } });
-      for (let turn = 1; turn <= 3; turn++) {
-        const event = createEvent({
-          author: 'greeter',
-          invocationId: `turn-${turn}`,
-          content: { role: 'model', parts: [{ text: `reply ${turn} to ${userId}` }] },
-          actions: createEventActions({ stateDelta: { turn, 'user:seen': turn } }),
-        });
-        await adk.appendEvent({ session, event });
-      }
-    }
-    await (adk as unknown as { orm?: { close(): Promise<void> } }).orm?.close();
+    await writeAdkSessions(database('adk'));
     await sql(database('shop'), ['CREATE TABLE orders (id integer PRIMARY KEY)']);
   }, 120_000);
 
@@ -79,19 +65,7 @@ describe.skipIf(!hasPostgres())('adk-state migrate and inspect from PostgreSQL',
     expect(run.code).toBe(0);
     expect(run.stdout).toContain('copied 2 new and 0 updated sessions (6 events)');
     expect(run.stdout).toContain('verify: 0 differences');
-    const copy = new RedisSessionService({ url: target });
-    try {
-      const { sessions } = await copy.listSessions({ appName: 'greeter', userId: 'ada' });
-      const read = await copy.getSession({ appName: 'greeter', userId: 'ada', sessionId: sessions[0]?.id ?? '' });
-      expect(read?.events.map((event) => event.content?.parts?.[0]?.text)).toEqual([
-        'reply 1 to ada',
-        'reply 2 to ada',
-        'reply 3 to ada',
-      ]);
-      expect(read?.state).toEqual({ topic: 'ada', turn: 3, 'user:seen': 3 });
-    } finally {
-      await copy.close();
-    }
+    await expectAdaCopied(target);
     expect(await layout(database('adk'))).toEqual(before);
   });
 
@@ -106,15 +80,7 @@ describe.skipIf(!hasPostgres())('adk-state migrate and inspect from PostgreSQL',
       for (const [url, said] of cases) {
         const before = await layout(postgres.url);
         const inside = url.endsWith('/nothing') ? undefined : await layout(url);
-        const run = await runCli(['migrate', '--from', url, '--to', `${redis.url}/4`]);
-        expect(run.code, run.stdout + run.stderr).toBe(1);
-        expect(run.stderr.trim().split('\n')).toHaveLength(1);
-        expect(run.stderr).toContain(
-          `adk-state migrate: the source ${url} is not a database ADK reads as it is: ${said}`,
-        );
-        const inspected = await runCli(['inspect', url, '--app', 'greeter']);
-        expect(inspected.code, inspected.stdout + inspected.stderr).toBe(1);
-        expect(inspected.stderr).toContain(`adk-state inspect: the store ${url} is not a database ADK reads as it is`);
+        await expectRefused(url, said, `${redis.url}/4`);
         expect(await layout(postgres.url)).toEqual(before);
         if (inside) expect(await layout(url)).toEqual(inside);
       }
