@@ -80,7 +80,7 @@ export function conversationChecks(results: Results): Check[] {
           : `; less the garbage collector's pauses that fell inside the store's calls, ${first?.storeMsNetOfGc?.median.toFixed(2)} ms and ${last?.storeMsNetOfGc?.median.toFixed(2)} ms (${formatRatio(net)}): the collector runs when the heap asks, and at turn ${late} the Runner's own work on ${last?.events} events fills it`;
       const pendingFigures =
         first?.pendingMs && last?.pendingMs
-          ? `. Not in these figures, the work the event loop had waiting when the calls began (run first, untimed: the collector's tasks the Runner's allocations asked for, which would otherwise run in the first call that waits on a round trip): ${first.pendingMs.median.toFixed(2)} ms a turn at turn ${early}, ${last.pendingMs.median.toFixed(2)} ms at turn ${late}`
+          ? `. Not in these figures, the work the event loop had waiting when the calls began (run first, untimed: mostly the collector's scavenge tasks, whose cost grows with all that is young and alive, the Runner's request and the store's own copies alike; they would otherwise run inside the first call that waits on the loop): ${first.pendingMs.median.toFixed(2)} ms a turn at turn ${early}, ${last.pendingMs.median.toFixed(2)} ms at turn ${late}`
           : '';
       const figures = `${first?.storeMs.median.toFixed(2)} ms at turn ${early} (${first?.events} events), ${last?.storeMs.median.toFixed(2)} ms at turn ${late} (${last?.events} events)${netFigures}${pendingFigures}`;
       checks.push(

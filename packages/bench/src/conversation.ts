@@ -38,8 +38,9 @@ export interface ConversationPoint {
   /**
    * Milliseconds per turn of the work the event loop had waiting when the
    * service's calls began (run before each call's clock starts, see
-   * {@link timed}): mostly the collector's tasks the Runner's allocations
-   * asked for. Absent in older results, whose `storeMs` included it.
+   * {@link timed}): mostly the collector's scavenge tasks. A store that put
+   * work of its own off to a later turn of the loop would have it counted
+   * here. Absent in older results, whose `storeMs` included it.
    */
   pendingMs?: Summary;
   /** Backend documents (Firestore) read per turn, over the same turns; absent when not counted. */

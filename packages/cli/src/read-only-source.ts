@@ -5,7 +5,7 @@
  * brings the tables to its own layout (adding tables and columns, dropping
  * indexes and constraints it did not make) and writes its schema version.
  * So a `sqlite://`, `postgresql://`, `mysql://` or `mariadb://` store is
- * opened here on connections that refuse every write (SQLite's
+ * opened here on connections that refuse writes and schema changes (SQLite's
  * `PRAGMA query_only`, PostgreSQL's `default_transaction_read_only`, MySQL's
  * and MariaDB's `SET SESSION TRANSACTION READ ONLY`, which refuse DDL too):
  * whatever ADK would change fails instead, and the command stops saying so.
@@ -74,7 +74,11 @@ export async function openReadOnly(
     const scheme = uri.startsWith('mysql') ? 'mysql' : 'mariadb';
     const [name, exported] = MYSQL_DRIVERS[scheme];
     const driver = ((await driverPackage(name, scheme)) as Record<string, unknown>)[exported];
-    if (typeof driver !== 'function') throw new MissingPackageError(name, scheme, []);
+    if (typeof driver !== 'function') {
+      throw new Error(
+        `${name}, installed beside @google/adk, has no ${exported}: install the version @google/adk asks for`,
+      );
+    }
     options = {
       driver,
       clientUrl: uri,
@@ -143,11 +147,12 @@ const READ_ONLY_REFUSAL = /SQLITE_READONLY|in a read-only transaction|in a READ 
 
 /**
  * The change ADK would have made, from MikroORM's message: the statement,
- * "; - ", then the refusal (which on MariaDB repeats the statement after it).
+ * " - ", then the refusal (which on MariaDB goes on with the statement again,
+ * after it): cut at the last " - " before the refusal's own words.
  */
 function refusal(named: string, why: string, message: string): string {
-  const end = message.indexOf('; - ');
-  const cut = end > 0 ? end : message.lastIndexOf(' - ');
+  const refused = message.search(READ_ONLY_REFUSAL);
+  const cut = message.lastIndexOf(' - ', refused < 0 ? undefined : refused);
   const change = cut > 0 ? message.slice(0, cut).trim().replace(/;$/, '') : message;
   return `${named} is not a database ADK reads as it is: ADK would change it first (${quote(change)}); ${why}`;
 }

@@ -4,8 +4,8 @@
  * both schemes that reach it: `mariadb://` (ADK's MariaDB driver) and
  * `mysql://` (its MySQL driver). A database ADK made is copied faithfully
  * and left as it was; one that ADK would change to open it (its tables
- * missing, the database itself missing, a layout its MySQL driver would
- * alter) is refused, and stays as it was.
+ * missing, its schema version missing, the database itself missing, a
+ * layout its MySQL driver would alter) is refused, and stays as it was.
  */
 import { run } from '@adk-state/test-servers';
 import { hasMariadb, type MariadbServer, startMariadb } from '@adk-state/test-servers/mariadb';
@@ -37,15 +37,18 @@ describe.skipIf(!hasMariadb())('adk-state migrate and inspect from MariaDB', () 
         `SELECT table_schema, table_name FROM information_schema.tables WHERE table_schema NOT IN ${SYSTEM_SCHEMAS} ORDER BY 1, 2`,
         `SELECT table_schema, table_name, index_name, seq_in_index, column_name FROM information_schema.statistics WHERE table_schema NOT IN ${SYSTEM_SCHEMAS} ORDER BY 1, 2, 3, 4`,
         `SELECT constraint_schema, table_name, constraint_name, constraint_type FROM information_schema.table_constraints WHERE constraint_schema NOT IN ${SYSTEM_SCHEMAS} ORDER BY 1, 2, 3`,
-        'CHECKSUM TABLE adk.sessions, adk.events, adk.app_states, adk.user_states, adk.adk_internal_metadata EXTENDED',
+        'CHECKSUM TABLE adk.sessions, adk.events, adk.app_states, adk.user_states, adk.adk_internal_metadata, unversioned.adk_internal_metadata EXTENDED',
       ].join('; '),
     );
 
   beforeAll(async () => {
     [mariadb, redis] = await Promise.all([startMariadb(), startRedisServer()]);
     await writeAdkSessions(uri('mariadb', 'adk'));
-    // A database that is not ADK's.
-    await sql('CREATE DATABASE shop; CREATE TABLE shop.orders (id int PRIMARY KEY)');
+    // ADK's tables without its schema version (an older ADK, a partial dump), and a database that is not ADK's.
+    await writeAdkSessions(uri('mariadb', 'unversioned'));
+    await sql(
+      'DELETE FROM unversioned.adk_internal_metadata; CREATE DATABASE shop; CREATE TABLE shop.orders (id int PRIMARY KEY)',
+    );
   }, 120_000);
 
   afterAll(async () => {
@@ -71,6 +74,10 @@ describe.skipIf(!hasMariadb())('adk-state migrate and inspect from MariaDB', () 
     await sql('CREATE INDEX by_time ON adk.events (timestamp)');
     const cases: [string, string][] = [
       [uri('mariadb', 'adk'), 'ADK would change it first (alter table `events` drop index `by_time`)'],
+      [
+        uri('mariadb', 'unversioned'),
+        "ADK would change it first (insert into `adk_internal_metadata` (`key`, `value`) values ('schema_version', '1'));",
+      ],
       [uri('mariadb', 'shop'), 'ADK would change it first (create table `app_states`'],
       [uri('mariadb', 'nothing'), 'ADK would change it first (create database `nothing`)'],
       [uri('mysql', 'shop'), 'ADK would change it first (create table `app_states`'],

@@ -34,6 +34,9 @@ export function hasMariadb(): boolean {
   return existsSync(server) && existsSync(install);
 }
 
+/** util-linux's `setpriv`, to start the server with a parent-death signal. */
+const SETPRIV = '/usr/bin/setpriv';
+
 /** How long the server has to start accepting connections. */
 const START_TIMEOUT_MS = 60_000;
 
@@ -44,26 +47,30 @@ export async function startMariadb(): Promise<MariadbServer> {
   }
   const dir = await mkdtemp(join(tmpdir(), 'adk-state-mariadb-'));
   const data = join(dir, 'data');
-  // The server runs as whoever runs this (as root it must be told so).
-  const user = ['--user', process.getuid?.() === 0 ? 'root' : (process.env.USER ?? 'nobody')];
+  // The server runs as whoever runs this; as root it must be told so (otherwise it is told nothing).
+  const user = process.getuid?.() === 0 ? ['--user=root'] : [];
   let child: ChildProcess | undefined;
   const onExit = () => {
     child?.kill('SIGKILL');
     rmSync(dir, { recursive: true, force: true });
   };
   process.once('exit', onExit);
-  const stop = async () => {
-    process.removeListener('exit', onExit);
-    const running = child;
-    child = undefined;
-    if (running && running.exitCode === null && running.signalCode === null) {
-      const exited = new Promise((resolve) => running.once('exit', resolve));
-      running.kill('SIGTERM');
-      const killed = setTimeout(() => running.kill('SIGKILL'), 20_000);
-      await exited;
-      clearTimeout(killed);
-    }
-    await rm(dir, { recursive: true, force: true });
+  let stopping: Promise<void> | undefined;
+  const stop = () => {
+    stopping ??= (async () => {
+      process.removeListener('exit', onExit);
+      const running = child;
+      child = undefined;
+      if (running && running.exitCode === null && running.signalCode === null) {
+        const exited = new Promise((resolve) => running.once('exit', resolve));
+        running.kill('SIGTERM');
+        const killed = setTimeout(() => running.kill('SIGKILL'), 20_000);
+        await exited;
+        clearTimeout(killed);
+      }
+      await rm(dir, { recursive: true, force: true });
+    })();
+    return stopping;
   };
   try {
     await run(install, [
@@ -74,23 +81,24 @@ export async function startMariadb(): Promise<MariadbServer> {
       '--skip-test-db',
     ]);
     const port = await freePort();
-    const started = spawn(
-      server,
-      [
-        '--no-defaults',
-        `--datadir=${data}`,
-        ...user,
-        `--port=${port}`,
-        '--bind-address=127.0.0.1',
-        `--socket=${join(dir, 'socket')}`,
-        `--pid-file=${join(dir, 'pid')}`,
-        `--log-error=${join(dir, 'error.log')}`,
-        '--skip-log-bin',
-        '--innodb-buffer-pool-size=32M',
-        '--skip-name-resolve',
-      ],
-      { stdio: 'ignore' },
-    );
+    const serverArgs = [
+      '--no-defaults',
+      `--datadir=${data}`,
+      ...user,
+      `--port=${port}`,
+      '--bind-address=127.0.0.1',
+      `--socket=${join(dir, 'socket')}`,
+      `--pid-file=${join(dir, 'pid')}`,
+      `--log-error=${join(dir, 'error.log')}`,
+      '--skip-log-bin',
+      '--innodb-buffer-pool-size=32M',
+      '--skip-name-resolve',
+    ];
+    // mariadbd ignores SIGINT: where util-linux's setpriv is, the server also dies with this process
+    // (a test run interrupted or killed), not only on 'exit'.
+    const started = existsSync(SETPRIV)
+      ? spawn(SETPRIV, ['--pdeathsig', 'TERM', '--', server, ...serverArgs], { stdio: 'ignore' })
+      : spawn(server, serverArgs, { stdio: 'ignore' });
     child = started;
     const until = Date.now() + START_TIMEOUT_MS;
     while (!(await accepts(port))) {
