@@ -55,6 +55,7 @@ export async function openReadOnly(
 ): Promise<UriSessionService | undefined> {
   const named = `${what} ${redactUri(uri)}`;
   const file = sqliteFile(uri);
+  const mysqlScheme = /^(mysql|mariadb):\/\//.exec(uri)?.[1] as keyof typeof MYSQL_DRIVERS | undefined;
   let options: Record<string, unknown>;
   if (file !== undefined) {
     await assertSqliteFile(file, named, why);
@@ -70,10 +71,9 @@ export async function openReadOnly(
       clientUrl: uri,
       pool: { afterCreate: refusingWrites('SET default_transaction_read_only = on') },
     };
-  } else if (/^(mysql|mariadb):\/\//.test(uri)) {
-    const scheme = uri.startsWith('mysql') ? 'mysql' : 'mariadb';
-    const [name, exported] = MYSQL_DRIVERS[scheme];
-    const driver = ((await driverPackage(name, scheme)) as Record<string, unknown>)[exported];
+  } else if (mysqlScheme !== undefined) {
+    const [name, exported] = MYSQL_DRIVERS[mysqlScheme];
+    const driver = ((await driverPackage(name, mysqlScheme)) as Record<string, unknown>)[exported];
     if (typeof driver !== 'function') {
       throw new Error(
         `${name}, installed beside @google/adk, has no ${exported}: install the version @google/adk asks for`,
@@ -89,7 +89,7 @@ export async function openReadOnly(
   }
   const { DatabaseSessionService: Database } = await import('@google/adk');
   const service = closableAdkService(new Database(options as ConstructorParameters<typeof DatabaseSessionService>[0]));
-  if (/^(mysql|mariadb):\/\//.test(uri)) inEventTimeOrder(service);
+  if (mysqlScheme !== undefined) inEventTimeOrder(service);
   // Opening connects and reads the tables: bounded as the start-up check is, whatever the server does.
   const opening = (service as DatabaseSessionService).init();
   try {
