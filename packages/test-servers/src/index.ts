@@ -6,4 +6,4 @@
  * process to kill in `/child`; the root has what all use.
  */
 export { run } from './exec.js';
-export { accepts, freePort, freePorts, untilRefused } from './ports.js';
+export { accepts, freePort, freePorts, untilRefused, waitUntil } from './ports.js';

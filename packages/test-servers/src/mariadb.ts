@@ -12,7 +12,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { run } from './exec.js';
-import { accepts, freePort } from './ports.js';
+import { accepts, freePort, waitUntil } from './ports.js';
 
 export interface MariadbServer {
   /** `127.0.0.1` and the server's port: a URI is `<scheme>://root@127.0.0.1:<port>/<database>`. */
@@ -100,14 +100,13 @@ export async function startMariadb(): Promise<MariadbServer> {
       ? spawn(SETPRIV, ['--pdeathsig', 'TERM', '--', server, ...serverArgs], { stdio: 'ignore' })
       : spawn(server, serverArgs, { stdio: 'ignore' });
     child = started;
-    const until = Date.now() + START_TIMEOUT_MS;
-    while (!(await accepts(port))) {
-      if (started.exitCode !== null || started.signalCode !== null || Date.now() > until) {
-        const log = await readFile(join(dir, 'error.log'), 'utf8').catch(() => '');
-        throw new Error(`mariadbd did not start on 127.0.0.1:${port}:\n${log.split('\n').slice(-20).join('\n')}`);
-      }
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
+    const exited = () => started.exitCode !== null || started.signalCode !== null;
+    const failure = async () => {
+      const log = await readFile(join(dir, 'error.log'), 'utf8').catch(() => '');
+      return `mariadbd did not start on 127.0.0.1:${port}:\n${log.split('\n').slice(-20).join('\n')}`;
+    };
+    await waitUntil(async () => exited() || (await accepts(port)), START_TIMEOUT_MS, failure);
+    if (exited()) throw new Error(await failure());
     return { host: '127.0.0.1', port, stop };
   } catch (error) {
     await stop();

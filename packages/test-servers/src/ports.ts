@@ -43,6 +43,19 @@ export function accepts(port: number): Promise<boolean> {
   });
 }
 
+/** Polls `check` every 50 ms until it is true; throws `describe()` after `timeoutMs`. */
+export async function waitUntil(
+  check: () => Promise<boolean>,
+  timeoutMs: number,
+  describe: () => string | Promise<string>,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(await describe());
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
 /** Waits until nothing accepts connections on 127.0.0.1:`port` any more, at most `timeoutMs` (then throws). */
 export async function untilRefused(port: number, timeoutMs = 10_000): Promise<void> {
   const until = Date.now() + timeoutMs;

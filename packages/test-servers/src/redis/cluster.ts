@@ -8,7 +8,7 @@
  */
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { freePorts } from '../ports.js';
+import { freePorts, waitUntil } from '../ports.js';
 import { type RedisServer, redisCliBinary, startRedisServer } from './server.js';
 
 const run = promisify(execFile);
@@ -141,17 +141,6 @@ async function ask(port: number, args: string[], timeoutMs = 2_000): Promise<str
     return stdout.trim();
   } catch {
     return undefined;
-  }
-}
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** Polls `check` every 50 ms until it is true; throws `describe()` after `timeoutMs`. */
-async function waitUntil(check: () => Promise<boolean>, timeoutMs: number, describe: () => string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(describe());
-    await sleep(50);
   }
 }
 
