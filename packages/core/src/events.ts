@@ -89,6 +89,9 @@ const MARK_VALUES = (() => {
   return new Map(Object.getOwnPropertySymbols(marked).map((mark) => [mark, marked[mark]]));
 })();
 
+/** The symbols of {@link MARK_VALUES}, as an array (a copy walks it without an iterator). */
+const MARKS: readonly symbol[] = [...MARK_VALUES.keys()];
+
 /**
  * Rebuilds a real ADK event (marked by `createEvent`) from its stored form.
  * A stored form whose text is not text or whose timestamp is not a number
@@ -228,7 +231,10 @@ export const DECODE_MODE: 'in place' | 'createEvent' = decodeWith === decodeInPl
  */
 export function copyEvent(master: Event): Event {
   const event = copyJson(master) as Event & Record<symbol, unknown>;
-  for (const mark of MARK_VALUES.keys()) event[mark] = (master as unknown as Record<symbol, unknown>)[mark];
+  for (let index = 0; index < MARKS.length; index++) {
+    const mark = MARKS[index] as symbol;
+    event[mark] = (master as unknown as Record<symbol, unknown>)[mark];
+  }
   return event;
 }
 
@@ -263,9 +269,11 @@ function copyJson(value: unknown): unknown {
   }
   const source = value as Record<string, unknown>;
   const copy: Record<string, unknown> = {};
-  const names = Object.keys(source);
-  for (let index = 0; index < names.length; index++) {
-    const name = names[index] as string;
+  // for-in walks V8's cached key list of the object's shape, where Object.keys
+  // allocates an array per object; the own check passes over anything
+  // enumerable a prototype might carry.
+  for (const name in source) {
+    if (!Object.hasOwn(source, name)) continue;
     const child = copyJson(source[name]);
     if (name === '__proto__') defineEntry(copy, name, child);
     else copy[name] = child;

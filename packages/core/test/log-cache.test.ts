@@ -251,6 +251,29 @@ describe('the cache of recently read logs', () => {
     }
   });
 
+  it('a copy takes only the own keys of each object: an enumerable key on Object.prototype stays out of it', async () => {
+    const { store } = countingStore();
+    const cached = new StateSessionService(store);
+    await cached.createSession(key);
+    const session = await cached.getSession(key);
+    if (!session) throw new Error('the session is stored');
+    await cached.appendEvent({
+      session,
+      event: createEvent({ id: 'e1', invocationId: 'i', author: 'a', actions: { stateDelta: { k: { list: [1] } } } }),
+    });
+    await cached.getSession(key); // held by the cache from here on
+    const prototype = Object.prototype as Record<string, unknown>;
+    prototype.polluted = 'inherited';
+    try {
+      const copy = (await cached.getSession(key))?.events[0];
+      expect(Object.hasOwn(copy ?? {}, 'polluted')).toBe(false);
+      expect(Object.hasOwn(copy?.actions.stateDelta.k ?? {}, 'polluted')).toBe(false);
+      expect(Object.keys(copy?.actions.stateDelta.k ?? {})).toEqual(['list']);
+    } finally {
+      delete prototype.polluted;
+    }
+  });
+
   it('shareReadEvents: whole reads through the cache hand out the same events, frozen through and through, equal to a fresh decode; other reads are as without it', async () => {
     const { store } = countingStore();
     const sharing = new StateSessionService(store, { shareReadEvents: true });
