@@ -153,6 +153,17 @@ export const events: Group = {
       expect(ids(await read(1_000, 0))).toEqual([]);
     });
 
+    test('afterTimestamp bounds to the millisecond, not to the second', async (kit) => {
+      const { service, session } = await kit.fresh();
+      const appended = [];
+      for (const timestamp of [1_200, 1_400, 1_600]) appended.push((await put(service, session, {}, { timestamp })).id);
+      const read = (afterTimestamp: number) => kit.reload(session, { afterTimestamp });
+      expect(ids(await read(1_300))).toEqual(appended.slice(1));
+      expect(ids(await read(1_400))).toEqual(appended.slice(2));
+      expect(ids(await read(1_599))).toEqual(appended.slice(2));
+      expect(ids(await read(1_000))).toEqual(appended);
+    });
+
     test('an infinite afterTimestamp is a bound like any other: -Infinity keeps every event, +Infinity none', async (kit) => {
       const { service, session } = await kit.fresh();
       const appended = [];

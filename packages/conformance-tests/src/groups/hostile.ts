@@ -268,6 +268,16 @@ export const hostile: Group = {
       );
       const listed = await service.listSessions({ appName: '__proto__', userId: 'polluted' });
       expect(listed.sessions.map((each) => each.id)).toContain(sessionId);
+      // The app state of the app named __proto__, under a key of this run's own.
+      const appKey = uniqueName('pwned');
+      const inProto = await service.getSession({ appName: '__proto__', userId: 'polluted', sessionId });
+      if (!inProto) throw new Error('the session is stored');
+      await put(service, inProto, { [`app:${appKey}`]: { isAdmin: true } });
+      expect(fresh()[appKey]).toBeUndefined();
+      expect(fresh().isAdmin).toBeUndefined();
+      const sameApp = await service.createSession({ appName: '__proto__', userId: uniqueName('other') });
+      expect(sameApp.state[`app:${appKey}`]).toEqual({ isAdmin: true });
+      await service.deleteSession({ appName: '__proto__', userId: sameApp.userId, sessionId: sameApp.id });
 
       const appName = kit.app();
       const victim = await service.createSession({ appName, userId: '__proto__' });
