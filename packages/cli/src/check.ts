@@ -49,7 +49,8 @@ const EXPLAIN: Record<StoreProblem, string> = {
 /** Default bound of the start-up check. */
 export const DEFAULT_CHECK_TIMEOUT_MS = 10_000;
 
-function chain(error: unknown): unknown[] {
+/** An error and the causes under it (ioredis's cluster errors keep theirs in `lastNodeError`). */
+export function chain(error: unknown): unknown[] {
   const all: unknown[] = [];
   let current = error;
   for (let depth = 0; depth < 8 && current !== undefined && current !== null; depth++) {

@@ -7,8 +7,9 @@
  * So a `sqlite://`, `postgresql://`, `mysql://` or `mariadb://` store is
  * opened here on connections that refuse writes and schema changes (SQLite's
  * `PRAGMA query_only`, PostgreSQL's `default_transaction_read_only`, MySQL's
- * and MariaDB's `SET SESSION TRANSACTION READ ONLY`, which refuse DDL too):
- * whatever ADK would change fails instead, and the command stops saying so.
+ * and MariaDB's `SET SESSION TRANSACTION READ ONLY`, which refuse DDL too,
+ * each confirmed by asking the connection): whatever ADK would change fails
+ * instead, and the command stops saying so.
  * A SQLite file is also looked at first without opening it as a database:
  * it must be a regular, non-empty file that begins with SQLite's header.
  * `mssql://` has no session setting that refuses DDL, and is opened as ADK
@@ -19,7 +20,7 @@ import { createRequire } from 'node:module';
 import { resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { DatabaseSessionService } from '@google/adk';
-import { bounded, checkFailure, closeWithin, DEFAULT_CHECK_TIMEOUT_MS } from './check.js';
+import { bounded, chain, checkFailure, closeWithin, DEFAULT_CHECK_TIMEOUT_MS } from './check.js';
 import { messageOf } from './command.js';
 import { MissingPackageError } from './packages.js';
 import { redactUri } from './redact.js';
@@ -60,7 +61,7 @@ export async function openReadOnly(
   if (file !== undefined) {
     await assertSqliteFile(file, named, why);
     const { SqliteDriver } = (await driverPackage('@mikro-orm/sqlite', 'sqlite')) as typeof import('@mikro-orm/sqlite');
-    options = { driver: SqliteDriver, dbName: file, pool: { afterCreate: refusingWrites('PRAGMA query_only = ON') } };
+    options = { driver: SqliteDriver, dbName: file, pool: { afterCreate: refusingWrites(SQLITE_READ_ONLY) } };
   } else if (/^postgres(ql)?:\/\//.test(uri)) {
     const { PostgreSqlDriver } = (await driverPackage(
       '@mikro-orm/postgresql',
@@ -69,7 +70,7 @@ export async function openReadOnly(
     options = {
       driver: PostgreSqlDriver,
       clientUrl: uri,
-      pool: { afterCreate: refusingWrites('SET default_transaction_read_only = on') },
+      pool: { afterCreate: refusingWrites(POSTGRES_READ_ONLY) },
     };
   } else if (mysqlScheme !== undefined) {
     const [name, exported] = MYSQL_DRIVERS[mysqlScheme];
@@ -82,7 +83,7 @@ export async function openReadOnly(
     options = {
       driver,
       clientUrl: uri,
-      pool: { afterCreate: refusingWrites('SET SESSION TRANSACTION READ ONLY') },
+      pool: { afterCreate: refusingWrites(MYSQL_READ_ONLY) },
     };
   } else {
     return undefined;
@@ -102,6 +103,10 @@ export async function openReadOnly(
     );
     await closeWithin(service);
     const message = messageOf(error);
+    const unconfirmed = chain(error).find((each) => each instanceof NotReadOnlyError);
+    if (unconfirmed) {
+      throw new Error(`${named} could not be opened read-only: ${unconfirmed.message}; ${why}`, { cause: error });
+    }
     if (!READ_ONLY_REFUSAL.test(message)) throw checkFailure(uri, timeoutMs, error);
     throw new Error(refusal(named, why, message), { cause: error });
   }
@@ -125,21 +130,98 @@ function inEventTimeOrder(service: UriSessionService): void {
   };
 }
 
-/** A pool's `afterCreate`: runs `statement` on each new connection before it is used. */
-function refusingWrites(statement: string) {
+/**
+ * How a connection is made read-only, and how it is asked whether that took:
+ * the checks are tried in order until one runs (a server may know only an
+ * older name of the setting), and the one value of its first row must say
+ * read-only. A proxy between the command and the server that passed the
+ * setting over would otherwise leave ADK free to change the database.
+ */
+export interface ReadOnlySetting {
+  statement: string;
+  checks: readonly string[];
+}
+
+export const SQLITE_READ_ONLY: ReadOnlySetting = { statement: 'PRAGMA query_only = ON', checks: ['PRAGMA query_only'] };
+export const POSTGRES_READ_ONLY: ReadOnlySetting = {
+  statement: 'SET default_transaction_read_only = on',
+  checks: ['SHOW default_transaction_read_only'],
+};
+/** `transaction_read_only` is MySQL 5.7.20's and MariaDB 11.1's name; `tx_read_only` the older one (gone in MySQL 8). */
+export const MYSQL_READ_ONLY: ReadOnlySetting = {
+  statement: 'SET SESSION TRANSACTION READ ONLY',
+  checks: ['SELECT @@SESSION.transaction_read_only', 'SELECT @@SESSION.tx_read_only'],
+};
+
+/** A connection the server did not make read-only, or would not say whether it did. */
+export class NotReadOnlyError extends Error {
+  constructor(setting: ReadOnlySetting, detail: string) {
+    super(`the connection did not become read-only after ${setting.statement} (${detail})`);
+    this.name = 'NotReadOnlyError';
+  }
+}
+
+/**
+ * A pool's `afterCreate`: makes each new connection read-only before it is
+ * used, and hands the pool an error instead when the server does not confirm it.
+ */
+export function refusingWrites(setting: ReadOnlySetting) {
   return (connection: Connection, done: (error: Error | null, connection: Connection) => void) => {
-    const ran = (error: Error | null) => done(error, connection);
-    // sqlite3 runs a statement with run(); pg, mysql2 and mariadb's callback API with query().
-    if (typeof connection.run === 'function') connection.run(statement, ran);
-    else if (typeof connection.query === 'function') connection.query(statement, ran);
-    else ran(new Error('a connection of an unknown driver: it cannot be made read-only'));
+    const finish = (error: Error | null) => done(error, connection);
+    run(connection, setting.statement, false, (error) => {
+      if (error) return finish(error);
+      const failures: string[] = [];
+      const check = (at: number) => {
+        const query = setting.checks[at];
+        if (query === undefined) {
+          finish(new NotReadOnlyError(setting, failures.join('; ')));
+          return;
+        }
+        run(connection, query, true, (failure, result) => {
+          if (failure) {
+            failures.push(`${query}: ${failure.message}`);
+            check(at + 1);
+            return;
+          }
+          const value = firstValue(result);
+          if (READ_ONLY_VALUES.has(typeof value === 'bigint' ? Number(value) : value)) finish(null);
+          else finish(new NotReadOnlyError(setting, `${query} says ${JSON.stringify(String(value))}`));
+        });
+      };
+      check(0);
+    });
   };
+}
+
+/** What a server answers for a setting that is on. */
+const READ_ONLY_VALUES = new Set<unknown>([1, '1', 'on', 'ON', true]);
+
+/** sqlite3 runs a statement with run() and reads a row with get(); pg, mysql2 and mariadb's callback API query(). */
+function run(
+  connection: Connection,
+  sql: string,
+  reading: boolean,
+  done: (error: Error | null, result?: unknown) => void,
+): void {
+  if (typeof connection.run === 'function' && typeof connection.get === 'function') {
+    if (reading) connection.get(sql, done);
+    else connection.run(sql, (error) => done(error));
+  } else if (typeof connection.query === 'function') connection.query(sql, done);
+  else done(new Error('a connection of an unknown driver: it cannot be made read-only'));
+}
+
+/** The one value of the first row of a result: pg's `{ rows }`, an array of rows (mysql2, mariadb), or a row (sqlite3's get). */
+function firstValue(result: unknown): unknown {
+  const rows = (result as { rows?: unknown })?.rows ?? result;
+  const row = Array.isArray(rows) ? rows[0] : rows;
+  return typeof row === 'object' && row !== null ? Object.values(row)[0] : undefined;
 }
 
 /** What a pool hands `afterCreate`: a `sqlite3`, `pg`, `mysql2` or `mariadb` connection. */
 interface Connection {
   run?(sql: string, done: (error: Error | null) => void): void;
-  query?(sql: string, done: (error: Error | null) => void): void;
+  get?(sql: string, done: (error: Error | null, row?: unknown) => void): void;
+  query?(sql: string, done: (error: Error | null, result?: unknown) => void): void;
 }
 
 /** How SQLite, PostgreSQL, MySQL and MariaDB refuse a write on a connection that cannot write. */
