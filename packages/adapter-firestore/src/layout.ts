@@ -64,6 +64,16 @@ export interface SessionDocument {
    * appended to), and shorter than `eventCount` on those.
    */
   recent?: string[];
+  /**
+   * The buckets the session's last write (create or append) wrote in the
+   * same commit: `u` for the user's, `a` for the app's (`''`, `'u'`, `'a'`
+   * or `'ua'`). Each such write also changes the bucket's `written` field,
+   * so its update time is that commit's: a read at one moment that shows
+   * the session but a bucket older than it shows part of a commit, which
+   * Firestore never does and an emulator may (see `tornBuckets`). Absent on
+   * sessions written before the field existed, until their next append.
+   */
+  bucketsWritten?: string;
 }
 
 /** How many event document ids a session document keeps in `recent`. */

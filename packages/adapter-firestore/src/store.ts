@@ -133,6 +133,8 @@ type Anchor<T> = { at: Timestamp } | { answer: T };
 interface AtMoment<T> {
   answer: T;
   read: DocumentSnapshot[];
+  /** The documents show only part of one commit (see `tornBuckets`): read again, at a new moment. */
+  torn?: boolean;
 }
 
 /** A session document read at one moment with its buckets and the events of a query. */
@@ -314,10 +316,12 @@ export class FirestoreStore implements SessionStore {
       state: encodeState(input.state),
       recent: [],
     };
-    const fields = { ...head, ...this.#expiryFields('create') };
-    assertDocumentFits('state', refs.session.path, fields);
     const userDelta = encodeState(input.userDelta);
     const appDelta = encodeState(input.appDelta);
+    head.bucketsWritten = bucketsWritten(userDelta, appDelta);
+    const fields = { ...head, ...this.#expiryFields('create') };
+    assertDocumentFits('state', refs.session.path, fields);
+    const written = `${incarnation}.${input.revision}`;
     const userIdentity = { appName: head.appName, userId: head.userId };
     const appIdentity = { appName: head.appName };
     for (let round = 1; ; round++) {
@@ -339,8 +343,8 @@ export class FirestoreStore implements SessionStore {
           const leftovers = await tx.get(refs.events.select().limit(1));
           if (!leftovers.empty) return { status: 'leftovers' };
           tx.create(refs.session, fields);
-          const userState = this.#mergeBucket(tx, refs.user, user, userDelta, userIdentity);
-          const appState = this.#mergeBucket(tx, refs.app, app, appDelta, appIdentity);
+          const userState = this.#mergeBucket(tx, refs.user, user, userDelta, userIdentity, written);
+          const appState = this.#mergeBucket(tx, refs.app, app, appDelta, appIdentity, written);
           return { status: 'created', userState, appState };
         });
       } catch (error) {
@@ -480,6 +484,7 @@ export class FirestoreStore implements SessionStore {
         // listing fields were removed outside adk-state (with `lastUpdateKey` above).
         userKey: documentId(input.key.userId),
         idOrder: idOrder(input.key.sessionId),
+        bucketsWritten: bucketsWritten(userDelta, appDelta),
         ...this.#expiryFields('append'),
       };
       const merged = { ...head, ...headUpdate, state: { ...head.state, ...sessionDelta } };
@@ -487,11 +492,12 @@ export class FirestoreStore implements SessionStore {
       tx.set(eventRef, eventDocument(seq, head.incarnation));
       tx.update(refs.session, { ...headUpdate, ...statePaths(sessionDelta) });
       let next = 0;
+      const written = `${head.incarnation}.${newRevision}`;
       if (Object.keys(userDelta).length > 0) {
-        this.#mergeBucket(tx, refs.user, buckets[next++], userDelta, userIdentity);
+        this.#mergeBucket(tx, refs.user, buckets[next++], userDelta, userIdentity, written);
       }
       if (Object.keys(appDelta).length > 0) {
-        this.#mergeBucket(tx, refs.app, buckets[next++], appDelta, appIdentity);
+        this.#mergeBucket(tx, refs.app, buckets[next++], appDelta, appIdentity, written);
       }
       return { status: 'ok' };
     });
@@ -677,18 +683,25 @@ export class FirestoreStore implements SessionStore {
     return refs.length === 0 ? [] : tx.getAll(...refs, { fieldMask: LISTED_FIELDS });
   }
 
-  /** Merges a delta into a bucket document inside `tx` (when there is one); returns the merged bucket. */
+  /**
+   * Merges a delta into a bucket document inside `tx` (when there is one);
+   * returns the merged bucket. `written` names the commit (the session's
+   * life and new revision): it changes the document even when the delta
+   * leaves every value as it was, so that its update time is the commit's
+   * (Firestore keeps the old one for a write that changes nothing).
+   */
   #mergeBucket(
     tx: Transaction,
     ref: DocumentReference,
     current: DocumentSnapshot | undefined,
     delta: StoredState,
     identity: Record<string, unknown>,
+    written: string,
   ): Bucket {
     const state: StoredState = { ...(current?.get('state') as StoredState | undefined), ...delta };
     if (Object.keys(delta).length > 0) {
-      assertDocumentFits('state', ref.path, { ...identity, state });
-      tx.set(ref, { ...identity, state: delta }, { merge: true });
+      assertDocumentFits('state', ref.path, { ...identity, written, state });
+      tx.set(ref, { ...identity, written, state: delta }, { merge: true });
     }
     return decodeState(state);
   }
@@ -812,7 +825,8 @@ export class FirestoreStore implements SessionStore {
         const answer = session?.exists
           ? { head: session.data() as SessionDocument, readTime: session.readTime, user, app, events }
           : undefined;
-        return { answer, read: [...docs, ...events] };
+        const torn = answer !== undefined && tornBuckets(answer.head, session as DocumentSnapshot, user, app);
+        return { answer, read: [...docs, ...events], torn };
       },
     );
   }
@@ -838,9 +852,11 @@ export class FirestoreStore implements SessionStore {
       const found = await anchor();
       if ('answer' in found) return found.answer;
       checkCall(call);
-      const { answer, read: docs } = await read(found.at);
-      if (showsMoment(docs, found.at)) return answer;
-      if (attempt >= CONSISTENT_READ_ATTEMPTS) throw new ConsistentReadContention(what, attempt);
+      const { answer, read: docs, torn } = await read(found.at);
+      if (showsMoment(docs, found.at)) {
+        // A bucket changed outside adk-state looks torn at every moment: the last attempt's read is the answer.
+        if (!torn || attempt >= CONSISTENT_READ_ATTEMPTS) return answer;
+      } else if (attempt >= CONSISTENT_READ_ATTEMPTS) throw new ConsistentReadContention(what, attempt);
     }
   }
 
@@ -884,6 +900,33 @@ function compareTimes(a: Timestamp, b: Timestamp | undefined): number {
  */
 function showsMoment(docs: DocumentSnapshot[], at: Timestamp): boolean {
   return docs.every((doc) => !doc.exists || compareTimes(at, doc.updateTime) > 0);
+}
+
+/** The {@link SessionDocument.bucketsWritten} of a write with these deltas. */
+function bucketsWritten(userDelta: StoredState, appDelta: StoredState): string {
+  return (Object.keys(userDelta).length > 0 ? 'u' : '') + (Object.keys(appDelta).length > 0 ? 'a' : '');
+}
+
+/**
+ * Whether a read at one moment shows the session's last write but not a
+ * bucket that write wrote in the same commit (the bucket missing, or last
+ * changed before the session): part of one commit. Firestore commits are
+ * atomic to every read; Google's emulator has shown a read at a fixed time
+ * one commit's session document without its user document.
+ */
+function tornBuckets(
+  head: SessionDocument,
+  session: DocumentSnapshot,
+  user: DocumentSnapshot | undefined,
+  app: DocumentSnapshot | undefined,
+): boolean {
+  const wrote = head.bucketsWritten;
+  if (typeof wrote !== 'string' || wrote === '' || session.updateTime === undefined) return false;
+  const older = (bucket: DocumentSnapshot | undefined) =>
+    bucket?.exists !== true ||
+    bucket.updateTime === undefined ||
+    compareTimes(bucket.updateTime, session.updateTime as Timestamp) < 0;
+  return (wrote.includes('u') && older(user)) || (wrote.includes('a') && older(app));
 }
 
 /** The events query a filter needs (undefined when it can return nothing). */

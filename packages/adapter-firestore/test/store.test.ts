@@ -79,7 +79,7 @@ describe('document layout', () => {
     expect(appDoc.id).toBe(`k${appName.replace('/', '_002f').replace('.', '_002e')}`);
     expect(appDoc.get('state')).toEqual({ kx: '3' });
     const user = await appDoc.ref.collection('adk_users').doc('kuser_002e1').get();
-    expect(user.data()).toEqual({ appName, userId: 'user.1', state: { ku: '2' } });
+    expect(user.data()).toEqual({ appName, userId: 'user.1', state: { ku: '2' }, written: expect.any(String) });
     const head = await appDoc.ref.collection('adk_sessions').doc('kuser_002e1.s_002f1').get();
     expect(head.data()).toMatchObject({
       appName,
@@ -89,6 +89,8 @@ describe('document layout', () => {
       eventCount: 1,
       lastUpdateTime: appended.timestamp,
       state: { ka_002eb: '1', kc: 'true' },
+      // The append wrote neither bucket; the creation before it wrote both.
+      bucketsWritten: '',
     });
     const stored = (await head.ref.collection('adk_events').get()).docs;
     expect(stored.map((doc) => doc.id)).toEqual([`k${appended.id}`]);
@@ -421,6 +423,50 @@ describe('reads', () => {
     const page = await sessions.listSessions({ appName, userId: 'u', limit: 3, page: 2 });
     expect(page.sessions.map((s) => s.id)).toEqual(sorted.slice(3, 6));
     expect(page.totalItems).toBe(ids.length);
+  });
+
+  it('a bucket older than the session write that wrote it is read again at a new moment, and still read when it stays so', async () => {
+    const sessions = service();
+    const appName = app();
+    const key = { appName, userId: 'u', sessionId: 's' };
+    const session = await sessions.createSession({ ...key, state: { 'user:n': 0 } });
+    await sessions.appendEvent({ session, event: event({ n: 1, 'user:n': 1 }) });
+    const headRef = firestore
+      .collection(rootCollection)
+      .doc(`k${appName}`)
+      .collection('adk_sessions')
+      .doc(`k${key.userId}.${key.sessionId}`);
+    expect((await headRef.get()).get('bucketsWritten')).toBe('u');
+    const reads = () => {
+      let moments = 0;
+      const original = firestore.runTransaction.bind(firestore);
+      firestore.runTransaction = ((update: never, options?: { readOnly?: boolean }) => {
+        if (options?.readOnly) moments++;
+        return original(update, options);
+      }) as typeof firestore.runTransaction;
+      return { count: () => moments, restore: () => Reflect.deleteProperty(firestore, 'runTransaction') };
+    };
+    // As written: one moment is enough.
+    const plain = reads();
+    const first = await service({ logCacheBytes: 0 }).getSession(key);
+    plain.restore();
+    expect(first?.state).toMatchObject({ n: 1, 'user:n': 1 });
+    expect(plain.count()).toBe(1);
+    // The session document changed outside adk-state after the append: its user bucket now looks one commit behind
+    // at every moment. Every attempt reads again; the last one's read is the answer, never a failure.
+    await headRef.update({ touchedOutside: true });
+    const torn = reads();
+    const again = await service({ logCacheBytes: 0 }).getSession(key);
+    torn.restore();
+    expect(again?.state).toMatchObject({ n: 1, 'user:n': 1 });
+    expect(torn.count()).toBeGreaterThan(1);
+    // The next append names the buckets it wrote again, and one moment is enough once more.
+    const fresh = (await sessions.getSession(key)) as Session;
+    await sessions.appendEvent({ session: fresh, event: event({ n: 2 }) });
+    const after = reads();
+    await service({ logCacheBytes: 0 }).getSession(key);
+    after.restore();
+    expect(after.count()).toBe(1);
   });
 
   it('list sessions by lastUpdateTime whether the times are whole or fractional', async () => {
