@@ -65,13 +65,16 @@ export interface SessionDocument {
    */
   recent?: string[];
   /**
-   * The buckets the session's last write (create or append) wrote in the
-   * same commit: `u` for the user's, `a` for the app's (`''`, `'u'`, `'a'`
-   * or `'ua'`). Each such write also changes the bucket's `written` field,
-   * so its update time is that commit's: a read at one moment that shows
-   * the session but a bucket older than it shows part of a commit, which
-   * Firestore never does and an emulator may (see `tornBuckets`). Absent on
-   * sessions written before the field existed, until their next append.
+   * The buckets a write (create or append) wrote in the same commit as the
+   * session document, and the revision it wrote: `u` for the user's, `a`
+   * for the app's, then `@` and the revision (`'ua@17'`, `'@18'`). Each such
+   * write also changes the bucket's `written` field, so its update time is
+   * that commit's: a read at one moment that shows the session at that
+   * revision but a bucket older than it shows part of a commit, which
+   * Firestore never does and an emulator may (see `tornBuckets`). A writer
+   * that moves the revision without it (an older adapter, the seeder) leaves
+   * it naming a revision that is gone, and it is not looked at. Absent on
+   * sessions written before the field existed.
    */
   bucketsWritten?: string;
 }

@@ -87,8 +87,11 @@ export async function seedHistory(store: FirestoreStore, key: SessionKey, events
     ...ifPresent(head, 'lastUpdateKey', numberKey(last.timestamp)),
     ...statePaths(encodeState(sessionDelta)),
   });
-  await refs.user.set({ state: encodeState(userDelta) }, { merge: true });
-  await refs.app.set({ state: encodeState(appDelta) }, { merge: true });
+  // An empty map merged in would be taken as the whole field and replace the bucket's state: skipped.
+  const user = encodeState(userDelta);
+  const app = encodeState(appDelta);
+  if (Object.keys(user).length > 0) await refs.user.set({ state: user }, { merge: true });
+  if (Object.keys(app).length > 0) await refs.app.set({ state: app }, { merge: true });
 
   const check = await service.getSession({ ...key, config: { numRecentEvents: 2 } });
   const ids = (list: Event[] | undefined) => list?.map((event) => event.id).join() ?? '';

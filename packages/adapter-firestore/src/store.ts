@@ -129,6 +129,9 @@ type CreateAttempt = CreateResult | { status: 'leftovers' };
 /** What the anchor read of a read at one moment found: the moment to read at, or the answer already. */
 type Anchor<T> = { at: Timestamp } | { answer: T };
 
+/** How many reads a view of a session with an older bucket gets (see `tornBuckets`) before it is the answer. */
+const TORN_READS = 3;
+
 /** What a read at one moment found, and every document it read, which must show that moment. */
 interface AtMoment<T> {
   answer: T;
@@ -318,7 +321,7 @@ export class FirestoreStore implements SessionStore {
     };
     const userDelta = encodeState(input.userDelta);
     const appDelta = encodeState(input.appDelta);
-    head.bucketsWritten = bucketsWritten(userDelta, appDelta);
+    head.bucketsWritten = bucketsWritten(userDelta, appDelta, input.revision);
     const fields = { ...head, ...this.#expiryFields('create') };
     assertDocumentFits('state', refs.session.path, fields);
     const written = `${incarnation}.${input.revision}`;
@@ -484,7 +487,7 @@ export class FirestoreStore implements SessionStore {
         // listing fields were removed outside adk-state (with `lastUpdateKey` above).
         userKey: documentId(input.key.userId),
         idOrder: idOrder(input.key.sessionId),
-        bucketsWritten: bucketsWritten(userDelta, appDelta),
+        bucketsWritten: bucketsWritten(userDelta, appDelta, newRevision),
         ...this.#expiryFields('append'),
       };
       const merged = { ...head, ...headUpdate, state: { ...head.state, ...sessionDelta } };
@@ -839,7 +842,10 @@ export class FirestoreStore implements SessionStore {
    * the read time shows later writes, and then everything is read again at
    * a new moment, up to core's `CONSISTENT_READ_ATTEMPTS` times in all
    * before {@link ConsistentReadContention}. Each step begins only while the
-   * call has time left.
+   * call has time left. A read that shows its moment but only part of a
+   * commit (`torn`) is read again too, at most {@link TORN_READS} times in
+   * all and only while the call has time left; then, or when a later
+   * attempt fails, that read is the answer.
    */
   async #readAtOneMoment<T>(
     what: string,
@@ -847,16 +853,30 @@ export class FirestoreStore implements SessionStore {
     anchor: () => Promise<Anchor<T>>,
     read: (at: Timestamp) => Promise<AtMoment<T>>,
   ): Promise<T> {
+    let tornReads = 0;
+    /** The last read that showed its moment but was torn: a better answer than none. */
+    let kept: { answer: T } | undefined;
     for (let attempt = 1; ; attempt++) {
-      if (attempt > 1) checkCall(call);
+      if (attempt > 1) {
+        if (kept && callAbandoned(call)) return kept.answer;
+        checkCall(call);
+      }
       const found = await anchor();
       if ('answer' in found) return found.answer;
+      if (kept && callAbandoned(call)) return kept.answer;
       checkCall(call);
       const { answer, read: docs, torn } = await read(found.at);
       if (showsMoment(docs, found.at)) {
-        // A bucket changed outside adk-state looks torn at every moment: the last attempt's read is the answer.
-        if (!torn || attempt >= CONSISTENT_READ_ATTEMPTS) return answer;
-      } else if (attempt >= CONSISTENT_READ_ATTEMPTS) throw new ConsistentReadContention(what, attempt);
+        // A bucket changed outside adk-state looks torn at every moment, so a torn read is read again only
+        // a few times, and only while the call has time left: then it is the answer.
+        if (!torn || ++tornReads >= TORN_READS || attempt >= CONSISTENT_READ_ATTEMPTS || callAbandoned(call)) {
+          return answer;
+        }
+        kept = { answer };
+      } else if (attempt >= CONSISTENT_READ_ATTEMPTS) {
+        if (kept) return kept.answer;
+        throw new ConsistentReadContention(what, attempt);
+      }
     }
   }
 
@@ -902,9 +922,10 @@ function showsMoment(docs: DocumentSnapshot[], at: Timestamp): boolean {
   return docs.every((doc) => !doc.exists || compareTimes(at, doc.updateTime) > 0);
 }
 
-/** The {@link SessionDocument.bucketsWritten} of a write with these deltas. */
-function bucketsWritten(userDelta: StoredState, appDelta: StoredState): string {
-  return (Object.keys(userDelta).length > 0 ? 'u' : '') + (Object.keys(appDelta).length > 0 ? 'a' : '');
+/** The {@link SessionDocument.bucketsWritten} of a write with these deltas that writes `revision`. */
+function bucketsWritten(userDelta: StoredState, appDelta: StoredState, revision: number): string {
+  const user = Object.keys(userDelta).length > 0 ? 'u' : '';
+  return `${user}${Object.keys(appDelta).length > 0 ? 'a' : ''}@${revision}`;
 }
 
 /**
@@ -920,8 +941,12 @@ function tornBuckets(
   user: DocumentSnapshot | undefined,
   app: DocumentSnapshot | undefined,
 ): boolean {
-  const wrote = head.bucketsWritten;
-  if (typeof wrote !== 'string' || wrote === '' || session.updateTime === undefined) return false;
+  const marker = head.bucketsWritten;
+  if (typeof marker !== 'string' || session.updateTime === undefined) return false;
+  const at = marker.lastIndexOf('@');
+  // Written with another revision than the one the session is at: a writer since did not say.
+  if (at < 0 || Number(marker.slice(at + 1)) !== head.revision) return false;
+  const wrote = marker.slice(0, at);
   const older = (bucket: DocumentSnapshot | undefined) =>
     bucket?.exists !== true ||
     bucket.updateTime === undefined ||

@@ -65,6 +65,26 @@ describe('the benchmark seeder', () => {
     expect(loaded?.state.a).toBe(3);
   });
 
+  it('keeps the user and app state already there when the seeded events after the first write none', async () => {
+    const appName = app();
+    const other = await service.createSession({ appName, userId: 'u1', sessionId: 'other' });
+    await service.appendEvent({
+      session: other,
+      event: createEvent({ actions: { stateDelta: { 'app:kept': 1, 'user:kept': 2 } } as never }),
+    });
+    const events = [{ 'user:first': 1, 'app:first': 1 }, { a: 1 }, {}].map((stateDelta, index) =>
+      createEvent({
+        invocationId: 'inv',
+        author: 'agent',
+        timestamp: 1_700_000_000_000 + index,
+        actions: { stateDelta } as never,
+      }),
+    );
+    await seedHistory(service.store, { appName, userId: 'u1', sessionId: 's1' }, events);
+    const seeded = await service.getSession({ appName, userId: 'u1', sessionId: 's1' });
+    expect(seeded?.state).toEqual({ a: 1, 'app:kept': 1, 'app:first': 1, 'user:kept': 2, 'user:first': 1 });
+  });
+
   it('seeds many sessions that list in update order, with per-user filtering', async () => {
     const appName = app();
     await seedSessions(service.store, appName, ['u1', 'u2'], 30, 1_000);
