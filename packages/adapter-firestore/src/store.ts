@@ -121,7 +121,17 @@ const MAX_QUERY_LIMIT = 2 ** 31 - 1;
 const APP_NAMERS = 10;
 
 /** What listing reads of a session document (not its `recent` ids). */
-const LISTED_FIELDS = ['appName', 'userId', 'id', 'idOrder', 'lastUpdateTime', 'lastUpdateKey', 'revision', 'state'];
+const LISTED_FIELDS = [
+  'appName',
+  'userId',
+  'id',
+  'idOrder',
+  'lastUpdateTime',
+  'lastUpdateKey',
+  'revision',
+  'state',
+  'bucketsWritten',
+];
 
 /** The outcome of one createSession transaction. */
 type CreateAttempt = CreateResult | { status: 'leftovers' };
@@ -581,13 +591,14 @@ export class FirestoreStore implements SessionStore {
   ): Promise<AtMoment<ListResult>> {
     const { matching, ordered, appRef, needed } = reads;
     const read: DocumentSnapshot[] = [];
-    // Each head's document id: what names a head whose own fields do not (see `listedRecord`).
-    const documentIds = new Map<SessionDocument, string>();
+    // Each head's document: its id names a head whose own fields do not (see `listedRecord`), its update
+    // time is what its buckets are compared with (see `tornBuckets`).
+    const documents = new Map<SessionDocument, DocumentSnapshot>();
     const heads = (docs: DocumentSnapshot[]) => {
       read.push(...docs);
       return docs.map((doc) => {
         const head = doc.data() as SessionDocument;
-        documentIds.set(head, doc.id);
+        documents.set(head, doc);
         return head;
       });
     };
@@ -656,10 +667,14 @@ export class FirestoreStore implements SessionStore {
       checkCall(call);
       window = [...window, ...(await this.#readAt(at, (tx) => this.#unordered(tx, matching).then(heads)))];
     }
-    const records = window
-      .flatMap((head) => listedRecord(head, documentIds.get(head) as string, query.appName))
-      .sort(compareSessions(query.order));
-    const page = records.slice(query.offset, query.limit === undefined ? undefined : query.offset + query.limit);
+    const listed = window.flatMap((head) => {
+      const doc = documents.get(head) as DocumentSnapshot;
+      return listedRecord(head, doc.id, query.appName).map((record) => ({ record, head, doc }));
+    });
+    const bySession = compareSessions(query.order);
+    listed.sort((a, b) => bySession(a.record, b.record));
+    const shown = listed.slice(query.offset, query.limit === undefined ? undefined : query.offset + query.limit);
+    const page = shown.map(({ record }) => record);
     const owners = [...new Set(page.map((record) => record.userId))];
     checkCall(call);
     const buckets = await this.#readAt(at, (tx) =>
@@ -671,9 +686,13 @@ export class FirestoreStore implements SessionStore {
     owners.forEach((userId, index) => {
       userStates.set(userId, decodeState(users[index]?.get('state')));
     });
+    const torn = shown.some(({ record, head, doc }) =>
+      tornBuckets(head, doc, users[owners.indexOf(record.userId)], app),
+    );
     return {
       answer: { totalItems: total, sessions: page, userStates, appState: decodeState(app?.get('state')) },
       read,
+      torn,
     };
   }
 
@@ -856,15 +875,19 @@ export class FirestoreStore implements SessionStore {
     let tornReads = 0;
     /** The last read that showed its moment but was torn: a better answer than none. */
     let kept: { answer: T } | undefined;
+    // Before each step: a call abandoned meanwhile takes the kept read when there is one, else fails.
+    const keptIfAbandoned = () => {
+      if (kept && callAbandoned(call)) return kept;
+      checkCall(call);
+      return undefined;
+    };
     for (let attempt = 1; ; attempt++) {
-      if (attempt > 1) {
-        if (kept && callAbandoned(call)) return kept.answer;
-        checkCall(call);
-      }
+      const before = attempt > 1 ? keptIfAbandoned() : undefined;
+      if (before) return before.answer;
       const found = await anchor();
       if ('answer' in found) return found.answer;
-      if (kept && callAbandoned(call)) return kept.answer;
-      checkCall(call);
+      const after = keptIfAbandoned();
+      if (after) return after.answer;
       const { answer, read: docs, torn } = await read(found.at);
       if (showsMoment(docs, found.at)) {
         // A bucket changed outside adk-state looks torn at every moment, so a torn read is read again only

@@ -425,7 +425,7 @@ describe('reads', () => {
     expect(page.totalItems).toBe(ids.length);
   });
 
-  it('a bucket older than the session write that wrote it is read again at a new moment, and still read when it stays so', async () => {
+  it('a bucket older than the session write that wrote it is read again at a new moment, by a read and a listing, and still read when it stays so', async () => {
     const sessions = service();
     const appName = app();
     const key = { appName, userId: 'u', sessionId: 's' };
@@ -458,12 +458,18 @@ describe('reads', () => {
     const [first, plain] = await counted(() => service({ logCacheBytes: 0 }).getSession(key));
     expect(first?.state).toMatchObject({ n: 1, 'user:n': 1 });
     expect(plain).toBe(1);
+    const [listed, listing] = await counted(() => sessions.listSessions({ appName, userId: key.userId }));
+    expect(listed.sessions.map((s) => s.state)).toMatchObject([{ n: 1, 'user:n': 1 }]);
     // The session document changed outside adk-state after the append, at the same revision: its user bucket now
     // looks one commit behind at every moment. The read is made a few times, and then it is the answer.
     await headRef.update({ touchedOutside: true });
     const [again, torn] = await counted(() => service({ logCacheBytes: 0 }).getSession(key));
     expect(again?.state).toMatchObject({ n: 1, 'user:n': 1 });
     expect(torn).toBe(3);
+    // A listing is read at one moment too, and checked the same way: three times its transactions.
+    const [relisted, tornListing] = await counted(() => sessions.listSessions({ appName, userId: key.userId }));
+    expect(relisted.sessions.map((s) => s.state)).toMatchObject([{ n: 1, 'user:n': 1 }]);
+    expect(tornListing).toBe(3 * listing);
     // A writer that moves the revision without naming the buckets (an older adapter): the marker is not looked at.
     const revision = (await headRef.get()).get('revision') as number;
     await headRef.update({ revision: revision + 1 });
@@ -476,6 +482,7 @@ describe('reads', () => {
     const [last, after] = await counted(() => service({ logCacheBytes: 0 }).getSession(key));
     expect(last?.state).toMatchObject({ n: 2, 'user:n': 2 });
     expect(after).toBe(1);
+    expect((await counted(() => sessions.listSessions({ appName, userId: key.userId })))[1]).toBe(listing);
   });
 
   it('list sessions by lastUpdateTime whether the times are whole or fractional', async () => {
