@@ -268,8 +268,9 @@ export const hostile: Group = {
       );
       const listed = await service.listSessions({ appName: '__proto__', userId: 'polluted' });
       expect(listed.sessions.map((each) => each.id)).toContain(sessionId);
-      // The app state of the app named __proto__, under a key of this run's own.
-      const appKey = uniqueName('pwned');
+      // The app state of the app named __proto__. One fixed key with one value, whatever the run: app state
+      // cannot be removed through ADK, and a key per run would grow it on a backend that keeps its data.
+      const appKey = 'pwned';
       const inProto = await service.getSession({ appName: '__proto__', userId: 'polluted', sessionId });
       if (!inProto) throw new Error('the session is stored');
       await put(service, inProto, { [`app:${appKey}`]: { isAdmin: true } });
