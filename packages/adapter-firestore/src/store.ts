@@ -683,12 +683,12 @@ export class FirestoreStore implements SessionStore {
     read.push(...buckets);
     const [app, ...users] = buckets;
     const userStates = new Map<string, Bucket>();
+    const userBuckets = new Map<string, DocumentSnapshot | undefined>();
     owners.forEach((userId, index) => {
+      userBuckets.set(userId, users[index]);
       userStates.set(userId, decodeState(users[index]?.get('state')));
     });
-    const torn = shown.some(({ record, head, doc }) =>
-      tornBuckets(head, doc, users[owners.indexOf(record.userId)], app),
-    );
+    const torn = shown.some(({ record, head, doc }) => tornBuckets(head, doc, userBuckets.get(record.userId), app));
     return {
       answer: { totalItems: total, sessions: page, userStates, appState: decodeState(app?.get('state')) },
       read,
@@ -875,21 +875,23 @@ export class FirestoreStore implements SessionStore {
     let tornReads = 0;
     /** The last read that showed its moment but was torn: a better answer than none. */
     let kept: { answer: T } | undefined;
-    // Before each step: a call abandoned meanwhile takes the kept read when there is one, else fails.
-    const keptIfAbandoned = () => {
-      if (kept && callAbandoned(call)) return kept;
-      checkCall(call);
-      return undefined;
-    };
     for (let attempt = 1; ; attempt++) {
-      const before = attempt > 1 ? keptIfAbandoned() : undefined;
-      if (before) return before.answer;
-      const found = await anchor();
-      if ('answer' in found) return found.answer;
-      const after = keptIfAbandoned();
-      if (after) return after.answer;
-      const { answer, read: docs, torn } = await read(found.at);
-      if (showsMoment(docs, found.at)) {
+      let at: Timestamp;
+      let step: AtMoment<T>;
+      try {
+        if (attempt > 1) checkCall(call);
+        const found = await anchor();
+        if ('answer' in found) return found.answer;
+        checkCall(call);
+        at = found.at;
+        step = await read(at);
+      } catch (error) {
+        // A later attempt that fails (the call's time run out among others) leaves the kept read the answer.
+        if (kept) return kept.answer;
+        throw error;
+      }
+      const { answer, read: docs, torn } = step;
+      if (showsMoment(docs, at)) {
         // A bucket changed outside adk-state looks torn at every moment, so a torn read is read again only
         // a few times, and only while the call has time left: then it is the answer.
         if (!torn || ++tornReads >= TORN_READS || attempt >= CONSISTENT_READ_ATTEMPTS || callAbandoned(call)) {

@@ -470,6 +470,24 @@ describe('reads', () => {
     const [relisted, tornListing] = await counted(() => sessions.listSessions({ appName, userId: key.userId }));
     expect(relisted.sessions.map((s) => s.state)).toMatchObject([{ n: 1, 'user:n': 1 }]);
     expect(tornListing).toBe(3 * listing);
+    // A read again that fails leaves the torn read the answer: the backend failing after the first moment.
+    const failingAfter = async <T>(transactions: number, read: () => Promise<T>): Promise<T> => {
+      let begun = 0;
+      const original = firestore.runTransaction.bind(firestore);
+      firestore.runTransaction = ((update: never, options?: { readOnly?: boolean }) => {
+        if (options?.readOnly && ++begun > transactions) return Promise.reject(new Error('the backend went away'));
+        return original(update, options);
+      }) as typeof firestore.runTransaction;
+      try {
+        return await read();
+      } finally {
+        Reflect.deleteProperty(firestore, 'runTransaction');
+      }
+    };
+    const failedAgain = await failingAfter(1, () => service({ logCacheBytes: 0 }).getSession(key));
+    expect(failedAgain?.state).toMatchObject({ n: 1, 'user:n': 1 });
+    const relistedFailing = await failingAfter(listing, () => sessions.listSessions({ appName, userId: key.userId }));
+    expect(relistedFailing.sessions.map((s) => s.state)).toMatchObject([{ n: 1, 'user:n': 1 }]);
     // A writer that moves the revision without naming the buckets (an older adapter): the marker is not looked at.
     const revision = (await headRef.get()).get('revision') as number;
     await headRef.update({ revision: revision + 1 });

@@ -268,16 +268,17 @@ export const hostile: Group = {
       );
       const listed = await service.listSessions({ appName: '__proto__', userId: 'polluted' });
       expect(listed.sessions.map((each) => each.id)).toContain(sessionId);
-      // The app state of the app named __proto__. One fixed key with one value, whatever the run: app state
-      // cannot be removed through ADK, and a key per run would grow it on a backend that keeps its data.
+      // The app state of the app named __proto__, under one fixed key whatever the run (app state cannot be
+      // removed through ADK: a key per run would grow it on a backend that keeps its data), holding this run's value.
       const appKey = 'pwned';
+      const written = { isAdmin: true, run: uniqueName('run') };
       const inProto = await service.getSession({ appName: '__proto__', userId: 'polluted', sessionId });
       if (!inProto) throw new Error('the session is stored');
-      await put(service, inProto, { [`app:${appKey}`]: { isAdmin: true } });
+      await put(service, inProto, { [`app:${appKey}`]: written });
       expect(fresh()[appKey]).toBeUndefined();
       expect(fresh().isAdmin).toBeUndefined();
       const sameApp = await service.createSession({ appName: '__proto__', userId: uniqueName('other') });
-      expect(sameApp.state[`app:${appKey}`]).toEqual({ isAdmin: true });
+      expect(sameApp.state[`app:${appKey}`]).toEqual(written);
       await service.deleteSession({ appName: '__proto__', userId: sameApp.userId, sessionId: sameApp.id });
 
       const appName = kit.app();
