@@ -280,6 +280,9 @@ export const hostile: Group = {
       const sameApp = await service.createSession({ appName: '__proto__', userId: uniqueName('other') });
       expect(sameApp.state[`app:${appKey}`]).toEqual(written);
       await service.deleteSession({ appName: '__proto__', userId: sameApp.userId, sessionId: sameApp.id });
+      // Nothing of the run's own is left in the shared app but its one app key.
+      await service.deleteSession({ appName: '__proto__', userId: 'polluted', sessionId });
+      expect(await service.getSession({ appName: '__proto__', userId: 'polluted', sessionId })).toBeUndefined();
 
       const appName = kit.app();
       const victim = await service.createSession({ appName, userId: '__proto__' });
