@@ -48,15 +48,21 @@ export const listing: Group = {
       }
     });
 
-    test('userId omitted lists every user of the app; other apps never appear', async (kit) => {
+    test("userId omitted lists every user of the app; other apps never appear, nor the same user's sessions there", async (kit) => {
       const service = await kit.service();
       const appName = kit.app('app');
       await seed(service, appName);
       await service.createSession({ appName: `${appName}2`, userId: 'u1', sessionId: 'elsewhere' });
+      await service.createSession({ appName: `${appName}2`, userId: 'u2', sessionId: 'elsewhere2' });
       const response = await service.listSessions({ appName });
       expect(names(response.sessions)).toEqual(['s3', 's5', 't1', 's2', 's4', 's1', 't2']);
       expect(response.totalItems).toBe(7);
       expect(response.sessions.map((s) => s.userId)).toEqual(['u1', 'u1', 'u2', 'u1', 'u1', 'u1', 'u2']);
+      const mine = await service.listSessions({ appName, userId: 'u1' });
+      expect(names(mine.sessions)).toEqual(['s3', 's5', 's2', 's4', 's1']);
+      expect(mine.sessions.every((each) => each.appName === appName && each.userId === 'u1')).toBe(true);
+      const other = await service.listSessions({ appName: `${appName}2`, userId: 'u1' });
+      expect(names(other.sessions)).toEqual(['elsewhere']);
     });
 
     test('order desc lists newest first, ties still by id ascending', async (kit) => {
