@@ -104,7 +104,7 @@ export async function openReadOnly(
     await closeWithin(service);
     const message = messageOf(error);
     const unconfirmed = chain(error).find(
-      (each): each is Error => each instanceof Error && (each as { code?: unknown }).code === 'ADK_STATE_NOT_READ_ONLY',
+      (each): each is Error => each instanceof Error && (each as { code?: unknown }).code === NOT_READ_ONLY,
     );
     if (unconfirmed) {
       throw new Error(`${named} could not be opened read-only: ${unconfirmed.message}; ${why}`, { cause: error });
@@ -155,10 +155,13 @@ export const MYSQL_READ_ONLY: ReadOnlySetting = {
   checks: ['SELECT @@SESSION.transaction_read_only', 'SELECT @@SESSION.tx_read_only'],
 };
 
+/** The `code` of a {@link NotReadOnlyError}. */
+const NOT_READ_ONLY = 'ADK_STATE_NOT_READ_ONLY';
+
 /** A connection the server did not make read-only, or would not say whether it did. */
 export class NotReadOnlyError extends Error {
   /** Also how it is known when MikroORM passes it on wrapped (its `DriverException` keeps the `code`, not the cause). */
-  readonly code = 'ADK_STATE_NOT_READ_ONLY';
+  readonly code = NOT_READ_ONLY;
 
   constructor(setting: ReadOnlySetting, detail: string) {
     super(`the connection did not become read-only after ${setting.statement} (${detail})`);
