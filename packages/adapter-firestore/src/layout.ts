@@ -79,6 +79,28 @@ export interface SessionDocument {
   bucketsWritten?: string;
 }
 
+/**
+ * Every field of {@link SessionDocument}, by name: the type makes the list
+ * whole (a field added to the document and left out here does not compile),
+ * so that an option naming a field of its own (`ttlField`) can be checked
+ * against what the store writes.
+ */
+export const SESSION_DOCUMENT_FIELDS: Readonly<Record<keyof SessionDocument, true>> = {
+  appName: true,
+  userId: true,
+  userKey: true,
+  id: true,
+  idOrder: true,
+  lastUpdateTime: true,
+  lastUpdateKey: true,
+  revision: true,
+  eventCount: true,
+  incarnation: true,
+  state: true,
+  recent: true,
+  bucketsWritten: true,
+};
+
 /** How many event document ids a session document keeps in `recent`. */
 export const RECENT_EVENTS = 100;
 

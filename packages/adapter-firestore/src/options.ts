@@ -5,7 +5,7 @@
 import { InvalidArgumentError, type StateSessionServiceOptions } from '@adk-state/core';
 import { assertPositiveNumber, type Expiry, expiryOf } from '@adk-state/core/store';
 import type { Firestore } from '@google-cloud/firestore';
-import { EVENTS, SESSIONS, USERS } from './layout.js';
+import { EVENTS, SESSION_DOCUMENT_FIELDS, SESSIONS, USERS } from './layout.js';
 
 /** Options of {@link FirestoreStore}. */
 export interface FirestoreStoreOptions {
@@ -64,21 +64,6 @@ const MAX_TRANSACTION_ATTEMPTS = 100;
 export const DEFAULT_CLOSE_WAIT_MS = 30_000;
 const MAX_CLOSE_WAIT_MS = 600_000;
 
-/** The fields of a session document: `ttlField` must be none of them. */
-const RESERVED_FIELDS = new Set([
-  'appName',
-  'userId',
-  'userKey',
-  'id',
-  'idOrder',
-  'lastUpdateTime',
-  'lastUpdateKey',
-  'revision',
-  'eventCount',
-  'incarnation',
-  'state',
-]);
-
 /** What the store runs with: the options, checked, with their defaults filled in. */
 export interface StoreSettings {
   firestore: Firestore;
@@ -110,7 +95,7 @@ export function checkStoreOptions(options: FirestoreStoreOptions): StoreSettings
   if (
     typeof ttlField !== 'string' ||
     !/^[A-Za-z_][A-Za-z0-9_]*$/.test(ttlField) ||
-    RESERVED_FIELDS.has(ttlField) ||
+    Object.hasOwn(SESSION_DOCUMENT_FIELDS, ttlField) ||
     ttlField.startsWith('__')
   ) {
     throw new InvalidArgumentError(

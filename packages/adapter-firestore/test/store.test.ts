@@ -237,6 +237,9 @@ describe('session time-to-live', () => {
       { expireAfterCreateSeconds: 1e16 },
       { expireAfterIdleSeconds: 60, expireAfterCreateSeconds: 60 },
       { ttlField: 'userKey' },
+      // Fields the store writes on the session document beside the head's: its recent event ids, its bucket marker.
+      { expireAfterIdleSeconds: 1, ttlField: 'recent' },
+      { expireAfterCreateSeconds: 1, ttlField: 'bucketsWritten' },
       { ttlField: 'a.b' },
       { ttlField: 7 as unknown as string },
       { maxTransactionAttempts: 0 },
