@@ -69,30 +69,29 @@ describe.skipIf(!hasMariadb())('adk-state migrate and inspect from MariaDB', () 
     expect(await layout()).toBe(before);
   });
 
-  it('refuses a database ADK would change to open, and leaves the server as it was (migrate and inspect)', async () => {
+  describe('refuses a database ADK would change to open, and leaves the server as it was (migrate and inspect)', () => {
     // An index of the team's own on ADK's table: ADK's MariaDB driver drops it on opening.
-    await sql('CREATE INDEX by_time ON adk.events (timestamp)');
-    const cases: [string, string][] = [
-      [uri('mariadb', 'adk'), 'ADK would change it first (alter table `events` drop index `by_time`)'],
+    beforeAll(() => sql('CREATE INDEX by_time ON adk.events (timestamp)'));
+    afterAll(() => sql('DROP INDEX IF EXISTS by_time ON adk.events'));
+
+    // One test a source: each runs the CLI twice, and a loaded machine must not make one bound cover them all.
+    it.each([
+      ['mariadb', 'adk', 'ADK would change it first (alter table `events` drop index `by_time`)'],
       [
-        uri('mariadb', 'unversioned'),
+        'mariadb',
+        'unversioned',
         "ADK would change it first (insert into `adk_internal_metadata` (`key`, `value`) values ('schema_version', '1'));",
       ],
-      [uri('mariadb', 'shop'), 'ADK would change it first (create table `app_states`'],
-      [uri('mariadb', 'nothing'), 'ADK would change it first (create database `nothing`)'],
-      [uri('mysql', 'shop'), 'ADK would change it first (create table `app_states`'],
-      [uri('mysql', 'nothing'), 'ADK would change it first (create database `nothing`)'],
-    ];
-    try {
-      for (const [source, said] of cases) {
-        const before = await layout();
-        expect(before).toContain('by_time');
-        await expectRefused(source, said, `${redis.url}/4`);
-        expect(await layout()).toBe(before);
-      }
-    } finally {
-      await sql('DROP INDEX IF EXISTS by_time ON adk.events');
-    }
+      ['mariadb', 'shop', 'ADK would change it first (create table `app_states`'],
+      ['mariadb', 'nothing', 'ADK would change it first (create database `nothing`)'],
+      ['mysql', 'shop', 'ADK would change it first (create table `app_states`'],
+      ['mysql', 'nothing', 'ADK would change it first (create database `nothing`)'],
+    ] as const)('%s://…/%s', async (scheme, name, said) => {
+      const before = await layout();
+      expect(before).toContain('by_time');
+      await expectRefused(uri(scheme, name), said, `${redis.url}/4`);
+      expect(await layout()).toBe(before);
+    });
   });
 
   it("refuses ADK's MariaDB database through mysql://, whose driver would alter its tables, and leaves it as it was", async () => {

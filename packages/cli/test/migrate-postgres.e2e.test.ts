@@ -68,23 +68,22 @@ describe.skipIf(!hasPostgres())('adk-state migrate and inspect from PostgreSQL',
     expect(await layout(database('adk'))).toEqual(before);
   });
 
-  it('refuses a database ADK would change to open, and leaves it as it was (migrate and inspect)', async () => {
-    await sql(database('adk'), ['CREATE INDEX by_time ON events (timestamp)']);
-    const cases: [string, string][] = [
-      [database('adk'), 'ADK would change it first (drop index "by_time")'],
-      [database('shop'), 'ADK would change it first (create table "app_states"'],
-      [database('nothing'), 'ADK would change it first (create database "nothing")'],
-    ];
-    try {
-      for (const [url, said] of cases) {
-        const before = await layout(postgres.url);
-        const inside = url.endsWith('/nothing') ? undefined : await layout(url);
-        await expectRefused(url, said, `${redis.url}/4`);
-        expect(await layout(postgres.url)).toEqual(before);
-        if (inside) expect(await layout(url)).toEqual(inside);
-      }
-    } finally {
-      await sql(database('adk'), ['DROP INDEX by_time']);
-    }
+  describe('refuses a database ADK would change to open, and leaves it as it was (migrate and inspect)', () => {
+    beforeAll(() => sql(database('adk'), ['CREATE INDEX by_time ON events (timestamp)']));
+    afterAll(() => sql(database('adk'), ['DROP INDEX IF EXISTS by_time']));
+
+    // One test a source: each runs the CLI twice, and a loaded machine must not make one bound cover them all.
+    it.each([
+      ['adk', 'ADK would change it first (drop index "by_time")'],
+      ['shop', 'ADK would change it first (create table "app_states"'],
+      ['nothing', 'ADK would change it first (create database "nothing")'],
+    ])('…/%s', async (name, said) => {
+      const url = database(name);
+      const before = await layout(postgres.url);
+      const inside = name === 'nothing' ? undefined : await layout(url);
+      await expectRefused(url, said, `${redis.url}/4`);
+      expect(await layout(postgres.url)).toEqual(before);
+      if (inside) expect(await layout(url)).toEqual(inside);
+    });
   });
 });

@@ -405,7 +405,7 @@ describe('adk-state migrate', () => {
     ]);
     const kept = await sqlite(driver, indexed, ["SELECT name FROM sqlite_master WHERE name = 'by_time'"]);
     expect(kept).toEqual([{ name: 'by_time' }]);
-  });
+  }, 180_000); // thirteen runs of the CLI, one after another
 });
 
 /** What these tests use of the `sqlite3` driver ADK loads (through `@mikro-orm/sqlite`). */
