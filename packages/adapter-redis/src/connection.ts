@@ -17,7 +17,7 @@
  * so it may be sent once the connection is back).
  */
 import { BackendError } from '@adk-state/core';
-import { callAbandoned, type StoreCall } from '@adk-state/core/store';
+import { callAbandoned, isUnreadableData, type StoreCall } from '@adk-state/core/store';
 import type { Redis } from 'ioredis';
 import * as ioredis from 'ioredis';
 
@@ -346,6 +346,34 @@ function untilAbandoned<T>(reply: Promise<T>, call: StoreCall | undefined): Prom
       },
     );
   });
+}
+
+/**
+ * The steps of a call that follow a write which may have been applied (the
+ * outbox's app read and apply after a create, an append or an import): a
+ * failure of theirs fails the call saying the write may have been applied. A
+ * step's own "nothing was written" (it was never sent, or it only reads)
+ * speaks of that step alone.
+ */
+export async function afterWrite<T>(operation: string, steps: Promise<T>): Promise<T> {
+  try {
+    return await steps;
+  } catch (error) {
+    if (error instanceof BackendError) {
+      if (error.mayHaveApplied) throw error;
+      const kind = error.kind === 'unreadable-data' ? 'unreadable-data' : 'outage';
+      throw new BackendError(operation, error.cause ?? error, {
+        kind,
+        mayHaveApplied: true,
+        timedOut: error.timedOut,
+      });
+    }
+    if (isUnreadableData(error)) {
+      throw new BackendError(operation, error, { kind: 'unreadable-data', mayHaveApplied: true });
+    }
+    // Anything else is passed on as it is, which the service reports as a write that may have been applied.
+    throw error;
+  }
 }
 
 /** An error reply of the server (ioredis's `ReplyError`): the command ran there, and said no. */

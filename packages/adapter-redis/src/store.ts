@@ -39,7 +39,7 @@ import type {
 } from '@adk-state/core/store';
 import { UnreadableDataError } from '@adk-state/core/store';
 import { listAppNames, listSessionKeys } from './apps.js';
-import { type CommandClient, Connection, type ReplicaWait } from './connection.js';
+import { afterWrite, type CommandClient, Connection, type ReplicaWait } from './connection.js';
 import {
   type AppKeys,
   appKeys,
@@ -276,8 +276,22 @@ export class RedisStore implements SessionStore {
       await appRead?.catch(() => {});
       return { status: 'exists' };
     }
-    const [user, outbox] = reply as [string[], OutboxReply];
-    const view = this.#outbox.view(outbox, input.key.appName, keys.shard);
+    // The session is stored: whatever fails from here fails the call as a write that may have been applied.
+    return afterWrite(
+      'createSession',
+      this.#createdApp(input, keys.shard, reply as [string[], OutboxReply], appRead, call),
+    );
+  }
+
+  /** The outbox's part of a create that stored its session: the app state it answers with. */
+  async #createdApp(
+    input: CreateInput,
+    shard: number,
+    [user, outbox]: [string[], OutboxReply],
+    appRead: ReturnType<Outbox['readApp']> | undefined,
+    call: StoreCall | undefined,
+  ): Promise<CreateResult> {
+    const view = this.#outbox.view(outbox, input.key.appName, shard);
     let app: string[];
     if (appRead) {
       const { bucket, mark } = await appRead;
@@ -288,7 +302,7 @@ export class RedisStore implements SessionStore {
       }
       app = layOver(bucket, mark, view);
     } else {
-      app = await this.#outbox.apply('createSession', call, input.key.appName, keys.shard, view, true);
+      app = await this.#outbox.apply('createSession', call, input.key.appName, shard, view, true);
     }
     return { status: 'created', userState: toBucket(user), appState: toBucket(app) };
   }
@@ -313,13 +327,16 @@ export class RedisStore implements SessionStore {
     ]);
     if (reply === 0 || reply === '0') return { status: 'exists' };
     if (Array.isArray(reply)) {
-      await this.#outbox.apply(
+      await afterWrite(
         'importSession',
-        call,
-        input.key.appName,
-        keys.shard,
-        this.#outbox.view(reply as OutboxReply, input.key.appName, keys.shard),
-        false,
+        this.#outbox.apply(
+          'importSession',
+          call,
+          input.key.appName,
+          keys.shard,
+          this.#outbox.view(reply as OutboxReply, input.key.appName, keys.shard),
+          false,
+        ),
       );
     }
     return { status: 'imported' };
@@ -397,13 +414,16 @@ export class RedisStore implements SessionStore {
     );
     const reply = await this.#run('appendEvent', true, call, APPEND, this.#writeKeys(keys), args);
     if (Array.isArray(reply)) {
-      await this.#outbox.apply(
+      await afterWrite(
         'appendEvent',
-        call,
-        input.key.appName,
-        keys.shard,
-        this.#outbox.view(reply as OutboxReply, input.key.appName, keys.shard),
-        false,
+        this.#outbox.apply(
+          'appendEvent',
+          call,
+          input.key.appName,
+          keys.shard,
+          this.#outbox.view(reply as OutboxReply, input.key.appName, keys.shard),
+          false,
+        ),
       );
       return { status: 'ok' };
     }

@@ -124,6 +124,55 @@ describe('app: keys through the outbox (single server, one slot per script)', ()
     expect(await service().getAppState({ appName })).toEqual({ motto: 'second' });
   });
 
+  it('a create whose session is stored says so when a later step of the call fails: the app read (a wrapped client) or the connection (a proxy)', async () => {
+    // The app read goes out beside the create (no app: keys); it fails as a lost connection would, after the create ran.
+    const failingAppRead = {
+      get status() {
+        return client.status;
+      },
+      call(command: string, args: Array<string | number>) {
+        if (command === 'evalsha' && args[0] === SCRIPT_SHAS.readApp) {
+          return Promise.reject(new Error('read ECONNRESET'));
+        }
+        return client.call(command, args);
+      },
+    } as unknown as Redis;
+    const appName = `app-${randomUUID()}`;
+    const key = { appName, userId: 'ada', sessionId: 's1' };
+    const failure = await service({ client: failingAppRead })
+      .createSession(key)
+      .catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(BackendError);
+    expect(failure).toMatchObject({ operation: 'createSession', mayHaveApplied: true });
+    expect(await service().getSession(key)).toBeDefined();
+
+    // Over the network: the create's reply arrives, the app read is held back, and the connection is cut.
+    const proxy = await startProxy({ target: Number(new URL(inject('redisUrl')).port) });
+    const proxied = new Redis(`redis://${proxy.address}`, { maxRetriesPerRequest: 0, retryStrategy: () => 50 });
+    proxied.on('error', () => {});
+    try {
+      const writer = service({ client: proxied, timeoutMs: 10_000 });
+      await writer.createSession({ appName, userId: 'ada', sessionId: 'warm-up' });
+      const cut = { ...key, sessionId: 's2' };
+      const replied = proxy.stats.bytesToClients;
+      proxy.hold(SCRIPT_SHAS.readApp as string);
+      const creating = writer.createSession(cut).catch((error: unknown) => error);
+      await proxy.untilHeld();
+      for (let wait = 0; wait < 400 && proxy.stats.bytesToClients === replied; wait++) {
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+      expect(proxy.stats.bytesToClients).toBeGreaterThan(replied);
+      proxy.drop();
+      const cutFailure = await creating;
+      expect(cutFailure).toBeInstanceOf(BackendError);
+      expect(cutFailure).toMatchObject({ operation: 'createSession', mayHaveApplied: true });
+      expect(await service().getSession(cut)).toBeDefined();
+    } finally {
+      proxied.disconnect();
+      await proxy.close();
+    }
+  });
+
   it('an apply that arrives late, after its entry was applied by a reader and the session deleted, changes nothing', async () => {
     const appName = `app-${randomUUID()}`;
     const key = { appName, userId: 'ada', sessionId: 's1' };
