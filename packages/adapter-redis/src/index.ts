@@ -4,13 +4,19 @@
  * server-side script: one round trip, atomic. On a Cluster, `app:` keys of an
  * app spread over several slots travel through an outbox (see `outbox.ts`).
  */
-import { InvalidArgumentError, StateSessionService, type StateSessionServiceOptions } from '@adk-state/core';
+import {
+  DEFAULT_TIMEOUT_MS,
+  InvalidArgumentError,
+  StateSessionService,
+  type StateSessionServiceOptions,
+} from '@adk-state/core';
 import { expiryOf, settledWithin } from '@adk-state/core/store';
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
 import * as ioredis from 'ioredis';
 import { type CommandClient, RedisClass, type ReplicaWait } from './connection.js';
 import { assertKeyPrefix, DEFAULT_SHARDS, defaultShards } from './keys.js';
 import type { RedisStoreWarning } from './outbox.js';
+import { watchStalls } from './stalls.js';
 import { DEFAULT_DRAIN_MS, DEFAULT_OUTBOX_KEEP_MS, RedisStore } from './store.js';
 
 export { listAppNames, listSessionKeys } from './apps.js';
@@ -248,6 +254,7 @@ export class RedisSessionService extends StateSessionService {
     }
     let made: Redis | Cluster | undefined;
     let store: RedisStore;
+    let stopWatch = () => {};
     if (cluster) {
       const { retryStrategy = URL_CLIENT_DEFAULTS.retryStrategy } = clientOptions ?? {};
       made = new ClusterClass(cluster.nodes, {
@@ -271,13 +278,26 @@ export class RedisSessionService extends StateSessionService {
         ...(clusterProtocol === undefined ? {} : { clusterProtocol }),
         ...(waitForReplicas ? { waitForReplicas: { ...waitForReplicas } } : {}),
         ...(onWarning ? { onWarning } : {}),
-        ...(made ? { ownsClient: true, release: () => quit(made) } : {}),
+        ...(made
+          ? {
+              ownsClient: true,
+              release: () => {
+                stopWatch();
+                return quit(made);
+              },
+            }
+          : {}),
       });
       super(store, serviceOptions);
     } catch (error) {
       // A refused option (here or in core) must not leave our client reconnecting in the background.
       made?.disconnect();
       throw error;
+    }
+    if (made) {
+      // A command of our own client without a reply past every bound a call has: its connection is replaced.
+      const { timeoutMs = DEFAULT_TIMEOUT_MS } = serviceOptions;
+      stopWatch = watchStalls(made, Math.max(timeoutMs, waitForReplicas?.timeoutMs ?? 0));
     }
     this.client = redis;
     this.protocol = store.protocol;

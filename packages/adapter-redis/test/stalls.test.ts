@@ -1,0 +1,103 @@
+/**
+ * A connection that stops answering while it stays open (a half-open TCP
+ * connection, a middlebox that lost a reply), made with a loopback proxy that
+ * holds back everything its client sends from one command on. The service's
+ * own client replaces such a connection once a command has waited a whole
+ * call bound for its reply: the calls after it work again, instead of timing
+ * out until the kernel drops the connection. The same for every node
+ * connection of a cluster.
+ */
+import { randomUUID } from 'node:crypto';
+import { BackendError } from '@adk-state/core';
+import { startClusterProxies, startProxy } from '@adk-state/test-servers/proxy';
+import { Cluster } from 'ioredis';
+import { describe, expect, inject, it } from 'vitest';
+import { RedisSessionService } from '../src/index.js';
+import { watchStalls } from '../src/stalls.js';
+
+const keyPrefix = `${inject('testPrefix')}-${randomUUID().slice(0, 8)}:`;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Runs `attempt` until it resolves, for at most `withinMs`; its value, or the last failure. */
+async function firstSuccess<T>(withinMs: number, attempt: () => Promise<T>): Promise<{ value?: T; error?: unknown }> {
+  const until = Date.now() + withinMs;
+  let error: unknown;
+  while (Date.now() < until) {
+    try {
+      return { value: await attempt() };
+    } catch (failure) {
+      error = failure;
+      await sleep(20);
+    }
+  }
+  return { error };
+}
+
+describe('a connection that stops answering', () => {
+  it("the service's own client replaces it once a command has waited a whole call bound, and reads go on", async () => {
+    const proxy = await startProxy({ target: Number(new URL(inject('redisUrl')).port) });
+    const service = new RedisSessionService({ url: `redis://${proxy.address}`, keyPrefix, timeoutMs: 400 });
+    try {
+      const appName = `app-${randomUUID()}`;
+      const victim = `silent-${randomUUID()}`;
+      await service.createSession({ appName, userId: 'ada', sessionId: 'alive', state: { n: 1 } });
+      await service.createSession({ appName, userId: 'ada', sessionId: victim });
+      const accepted = proxy.stats.accepted;
+
+      // From the read of the victim on, nothing this connection sends reaches the server.
+      proxy.hold(victim);
+      const silent = await service.getSession({ appName, userId: 'ada', sessionId: victim }).catch((error) => error);
+      expect(silent).toBeInstanceOf(BackendError);
+      expect(silent).toMatchObject({ timedOut: true, mayHaveApplied: false });
+      proxy.hold(() => false);
+
+      const started = Date.now();
+      const { value, error } = await firstSuccess(5_000, () =>
+        service.getSession({ appName, userId: 'ada', sessionId: 'alive' }),
+      );
+      expect(error).toBeUndefined();
+      expect(value?.state).toEqual({ n: 1 });
+      expect(Date.now() - started).toBeLessThan(5_000);
+      expect(proxy.stats.accepted).toBe(accepted + 1);
+    } finally {
+      await service.close();
+      await proxy.close();
+    }
+  });
+
+  it.skipIf(inject('redisClusterNodes').length === 0)(
+    'on a cluster, the connection of the node that went silent is replaced, and its slots answer again',
+    async () => {
+      const proxies = await startClusterProxies(inject('redisClusterNodes'));
+      const cluster = new Cluster(proxies.startupNodes, {
+        natMap: proxies.natMap,
+        redisOptions: { maxRetriesPerRequest: 0 },
+      });
+      cluster.on('error', () => {});
+      const stop = watchStalls(cluster, 300);
+      try {
+        const tag = `{${keyPrefix}${randomUUID()}}`;
+        await cluster.set(`${tag}alive`, 'yes');
+        const accepted = proxies.proxies.reduce((sum, proxy) => sum + proxy.stats.accepted, 0);
+        const victim = `${tag}silent-${randomUUID()}`;
+        for (const proxy of proxies.proxies) proxy.hold(victim);
+        const silent = cluster.get(victim).catch((error: unknown) => error);
+        await Promise.race(proxies.proxies.map((proxy) => proxy.untilHeld()));
+        for (const proxy of proxies.proxies) proxy.hold(() => false);
+        // Behind the silent command, on the same node connection.
+        const { value, error } = await firstSuccess(5_000, () => cluster.get(`${tag}alive`));
+        expect(error).toBeUndefined();
+        expect(value).toBe('yes');
+        // The silent command ended too: failed, or sent again by the cluster on the new connection.
+        const ended = await silent;
+        expect(ended === null || ended instanceof Error).toBe(true);
+        const now = proxies.proxies.reduce((sum, proxy) => sum + proxy.stats.accepted, 0);
+        expect(now).toBeGreaterThan(accepted);
+      } finally {
+        stop();
+        cluster.disconnect();
+        await proxies.close();
+      }
+    },
+  );
+});
