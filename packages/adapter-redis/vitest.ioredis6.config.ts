@@ -12,7 +12,13 @@ const ioredis6 = fileURLToPath(new URL('./node_modules/ioredis-v6/built/index.js
 export default defineConfig({
   resolve: { alias: [{ find: /^ioredis$/, replacement: ioredis6 }] },
   test: {
-    include: ['test/direct-send.test.ts', 'test/conformance.test.ts', 'test/outage.test.ts', 'test/connection.test.ts'],
+    include: [
+      'test/direct-send.test.ts',
+      'test/conformance.test.ts',
+      'test/outage.test.ts',
+      'test/connection.test.ts',
+      'test/stalls.test.ts',
+    ],
     globalSetup: ['test/global-setup.ts'],
     env: { ADK_STATE_IOREDIS_MAJOR: '6' },
     testTimeout: 30_000,

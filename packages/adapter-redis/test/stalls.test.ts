@@ -10,10 +10,14 @@
 import { randomUUID } from 'node:crypto';
 import { BackendError } from '@adk-state/core';
 import { startClusterProxies, startProxy } from '@adk-state/test-servers/proxy';
-import { Cluster } from 'ioredis';
+import { Cluster, type Redis } from 'ioredis';
+import * as ioredis50 from 'ioredis-v5-0';
 import { describe, expect, inject, it } from 'vitest';
 import { RedisSessionService } from '../src/index.js';
 import { watchStalls } from '../src/stalls.js';
+
+// 5.0.0 has no named `Redis` export; its default export is the class.
+const Redis50 = (ioredis50 as unknown as { default: typeof Redis }).default;
 
 const keyPrefix = `${inject('testPrefix')}-${randomUUID().slice(0, 8)}:`;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -61,6 +65,30 @@ describe('a connection that stops answering', () => {
       expect(proxy.stats.accepted).toBe(accepted + 1);
     } finally {
       await service.close();
+      await proxy.close();
+    }
+  });
+
+  it('with ioredis 5.0.0, the oldest the peer range allows, whose internals the watch reads too', async () => {
+    const proxy = await startProxy({ target: Number(new URL(inject('redisUrl')).port) });
+    const client = new Redis50(`redis://${proxy.address}`, { maxRetriesPerRequest: 0, retryStrategy: () => 20 });
+    client.on('error', () => {});
+    const stop = watchStalls(client, 300);
+    try {
+      const key = `${keyPrefix}${randomUUID()}`;
+      await client.set(key, 'yes');
+      proxy.hold('silent-');
+      const silent = client.get(`${key}silent-`).catch((error: unknown) => error);
+      await proxy.untilHeld();
+      proxy.hold(() => false);
+      const { value, error } = await firstSuccess(5_000, () => client.get(key));
+      expect(error).toBeUndefined();
+      expect(value).toBe('yes');
+      expect(await silent).toBeInstanceOf(Error);
+      expect(proxy.stats.accepted).toBe(2);
+    } finally {
+      stop();
+      client.disconnect();
       await proxy.close();
     }
   });
