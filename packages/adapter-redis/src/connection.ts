@@ -353,11 +353,12 @@ function untilAbandoned<T>(reply: Promise<T>, call: StoreCall | undefined): Prom
  * outbox's app read and apply after a create, an append or an import): a
  * failure of theirs fails the call saying the write may have been applied. A
  * step's own "nothing was written" (it was never sent, or it only reads)
- * speaks of that step alone.
+ * speaks of that step alone. `steps` is called inside, so that what it
+ * throws at once (a reply it cannot read) is caught too.
  */
-export async function afterWrite<T>(operation: string, steps: Promise<T>): Promise<T> {
+export async function afterWrite<T>(operation: string, steps: () => Promise<T>): Promise<T> {
   try {
-    return await steps;
+    return await steps();
   } catch (error) {
     if (error instanceof BackendError) {
       if (error.mayHaveApplied) throw error;

@@ -277,8 +277,7 @@ export class RedisStore implements SessionStore {
       return { status: 'exists' };
     }
     // The session is stored: whatever fails from here fails the call as a write that may have been applied.
-    return afterWrite(
-      'createSession',
+    return afterWrite('createSession', () =>
       this.#createdApp(input, keys.shard, reply as [string[], OutboxReply], appRead, call),
     );
   }
@@ -327,8 +326,7 @@ export class RedisStore implements SessionStore {
     ]);
     if (reply === 0 || reply === '0') return { status: 'exists' };
     if (Array.isArray(reply)) {
-      await afterWrite(
-        'importSession',
+      await afterWrite('importSession', () =>
         this.#outbox.apply(
           'importSession',
           call,
@@ -414,8 +412,7 @@ export class RedisStore implements SessionStore {
     );
     const reply = await this.#run('appendEvent', true, call, APPEND, this.#writeKeys(keys), args);
     if (Array.isArray(reply)) {
-      await afterWrite(
-        'appendEvent',
+      await afterWrite('appendEvent', () =>
         this.#outbox.apply(
           'appendEvent',
           call,
