@@ -26,20 +26,21 @@ const keyPrefix = `${inject('testPrefix')}-${randomUUID().slice(0, 8)}:`;
 /** The outbox protocol on one server, 16 shards. */
 const SHARDS = 16;
 
-/** A client whose process "dies" before the app step: that command fails without leaving the client. */
-function dyingBeforeAppStep(client: Redis) {
+/** A client on which every run of one script fails with `message`, as a command that never left the client. */
+function failingScript(client: Redis, name: string, message: string) {
   return {
     get status() {
       return client.status;
     },
     call(command: string, args: Array<string | number>) {
-      if (command === 'evalsha' && args[0] === SCRIPT_SHAS.apply) {
-        return Promise.reject(new Error('the process died here'));
-      }
+      if (command === 'evalsha' && args[0] === SCRIPT_SHAS[name]) return Promise.reject(new Error(message));
       return client.call(command, args);
     },
   } as unknown as Redis;
 }
+
+/** A client whose process "dies" before the app step. */
+const dyingBeforeAppStep = (client: Redis) => failingScript(client, 'apply', 'the process died here');
 
 /**
  * A client that, once armed, holds the first command running `sha` until
@@ -126,17 +127,7 @@ describe('app: keys through the outbox (single server, one slot per script)', ()
 
   it('a create whose session is stored says so when a later step of the call fails: the app read (a wrapped client) or the connection (a proxy)', async () => {
     // The app read goes out beside the create (no app: keys); it fails as a lost connection would, after the create ran.
-    const failingAppRead = {
-      get status() {
-        return client.status;
-      },
-      call(command: string, args: Array<string | number>) {
-        if (command === 'evalsha' && args[0] === SCRIPT_SHAS.readApp) {
-          return Promise.reject(new Error('read ECONNRESET'));
-        }
-        return client.call(command, args);
-      },
-    } as unknown as Redis;
+    const failingAppRead = failingScript(client, 'readApp', 'read ECONNRESET');
     const appName = `app-${randomUUID()}`;
     const key = { appName, userId: 'ada', sessionId: 's1' };
     const failure = await service({ client: failingAppRead })
