@@ -420,7 +420,23 @@ end
 if not string.find(revision, '^%d+$') then return ${UNREADABLE_HEAD} end
 -- The event count is the log's length: a count that is not a number is taken from there.
 local count = tonumber(meta[2]) or redis.call('LLEN', KEYS.events)
-if revision ~= ARGV.expectedRevision then return revision end
+if revision ~= ARGV.expectedRevision then
+  -- This append, sent again after its reply was lost (a client that re-sends after reconnecting, a
+  -- caller's retry), finds its own write: the one write since is this event, at the end of the log
+  -- or written again in place (the log's mark says which write did that), with its update time.
+  if tonumber(revision) == tonumber(ARGV.expectedRevision) + 1 then
+    local position = tonumber(redis.call('HGET', KEYS.eventIds, ARGV.eventIdField))
+    if position and redis.call('LINDEX', KEYS.events, position) == ARGV.entry then
+      local last = redis.call('HMGET', KEYS.session, ${F.updated}, ${F.rewritten})
+      local appended = position == redis.call('LLEN', KEYS.events) - 1
+      if last[1] == ARGV.updateTime
+        and (appended or last[2] == redis.sha1hex(revision .. ' ' .. ARGV.entry)) then
+        return 0
+      end
+    end
+  end
+  return revision
+end
 local new_revision = string.format('%.0f', tonumber(revision) + 1)
 local head = { ${F.revision}, new_revision, ${F.updated}, ARGV.updateTime }
 if redis.call('HSETNX', KEYS.eventIds, ARGV.eventIdField, count) == 1 then

@@ -1,0 +1,159 @@
+/**
+ * An append sent again after its reply was lost (ioredis re-sends the
+ * commands of a broken connection after reconnecting, unless
+ * `maxRetriesPerRequest` is 0; a Cluster re-sends after redirections; a
+ * caller retries after a timed-out call) finds its own write and succeeds,
+ * instead of being refused as stale. Any other write in between, or another
+ * event under the same id, still makes it stale. On both protocols.
+ */
+import { randomUUID } from 'node:crypto';
+import { startProxy } from '@adk-state/test-servers/proxy';
+import { createEvent, type Event, type Session } from '@google/adk';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { RedisSessionService } from '../src/index.js';
+import { quitShared, testEvent } from './support/index.js';
+
+/** The same event again, as a caller that retries builds it: another object, the same id and content. */
+const again = (event: Event): Event => createEvent(JSON.parse(JSON.stringify(event)));
+
+describe.each([
+  ['direct', false],
+  ['outbox', true],
+] as const)('an append sent again (%s protocol)', (_name, clusterProtocol) => {
+  const keyPrefix = `${inject('testPrefix')}-${randomUUID().slice(0, 8)}:`;
+  let client: Redis;
+  let service: RedisSessionService;
+  beforeAll(() => {
+    client = new Redis(inject('redisUrl'));
+    service = new RedisSessionService({
+      client,
+      keyPrefix,
+      clusterProtocol,
+      shards: clusterProtocol ? 4 : 1,
+    });
+  });
+  afterAll(async () => {
+    await service.close();
+    await quitShared(client);
+  });
+
+  /** The session stored under the key of `session`, read anew. */
+  const load = async (session: Session): Promise<Session> =>
+    (await service.getSession({
+      appName: session.appName,
+      userId: session.userId,
+      sessionId: session.id,
+    })) as Session;
+
+  /** Two copies of one new session, as two callers (or one caller before and after a lost reply) hold it. */
+  async function twoCopies(): Promise<[Session, Session]> {
+    const key = { appName: `app-${randomUUID()}`, userId: 'ada', sessionId: 's1' };
+    await service.createSession({ ...key, state: { n: 0 } });
+    return [(await service.getSession(key)) as Session, (await service.getSession(key)) as Session];
+  }
+
+  it('that was applied already succeeds, and is stored once', async () => {
+    const [first, retry] = await twoCopies();
+    const event = testEvent({ n: 1, 'user:u': 1, 'app:a': 1 }, { text: 'hello' });
+    await service.appendEvent({ session: first, event });
+    await service.appendEvent({ session: retry, event: again(event) });
+    const stored = await load(first);
+    expect(stored.events.map((each) => each.id)).toEqual([event.id]);
+    expect(stored.state).toEqual({ n: 1, 'user:u': 1, 'app:a': 1 });
+    // The retrying copy is current: its next append goes through.
+    await service.appendEvent({ session: retry, event: testEvent({ n: 2 }) });
+    expect((await load(first)).state.n).toBe(2);
+  });
+
+  it('that was applied in place (an id written again) succeeds too', async () => {
+    const [session] = await twoCopies();
+    const event = testEvent({ n: 1 }, { timestamp: 1_000 });
+    await service.appendEvent({ session, event });
+    const [first, retry] = [await load(session), await load(session)];
+    const rewritten = createEvent({
+      ...JSON.parse(JSON.stringify(event)),
+      actions: { ...event.actions, stateDelta: { n: 5 } },
+    });
+    await service.appendEvent({ session: first, event: rewritten });
+    await service.appendEvent({ session: retry, event: again(rewritten) });
+    const stored = await load(session);
+    expect(stored.events).toHaveLength(1);
+    expect(stored.state).toEqual({ n: 5 });
+  });
+
+  it('re-sent by ioredis itself, after the connection broke with the append applied and its reply on the way, it succeeds', async () => {
+    const proxy = await startProxy({ target: Number(new URL(inject('redisUrl')).port) });
+    // ioredis's defaults: commands of a broken connection are sent again once it reconnects.
+    const resending = new Redis(`redis://${proxy.address}`, { retryStrategy: () => 20 });
+    resending.on('error', () => {});
+    const writer = new RedisSessionService({
+      client: resending,
+      keyPrefix,
+      clusterProtocol,
+      shards: clusterProtocol ? 4 : 1,
+    });
+    try {
+      // Load the append script, so that the append goes as one EVALSHA.
+      const [warm] = await twoCopies();
+      await writer.appendEvent({ session: warm, event: testEvent({ n: 1 }) });
+      const [session] = await twoCopies();
+      const first = (await writer.getSession({
+        appName: session.appName,
+        userId: session.userId,
+        sessionId: session.id,
+      })) as Session;
+      const event = testEvent({ n: 1 }, { text: `resent-${randomUUID()}` });
+      proxy.hold(event.id);
+      const appending = writer.appendEvent({ session: first, event });
+      await proxy.untilHeld();
+      // The append reaches the server; its reply is kept at the proxy, and the connection is then cut.
+      proxy.release();
+      proxy.pause();
+      for (let wait = 0; wait < 200 && (await load(session)).events.length === 0; wait++) {
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+      expect((await load(session)).events.map((each) => each.id)).toEqual([event.id]);
+      proxy.drop();
+      proxy.resume();
+      await appending;
+      expect(proxy.stats.accepted).toBeGreaterThan(1);
+      const stored = await load(session);
+      expect(stored.events.map((each) => each.id)).toEqual([event.id]);
+      expect(stored.state).toEqual({ n: 1 });
+    } finally {
+      await writer.close();
+      resending.disconnect();
+      await proxy.close();
+    }
+  });
+
+  it('is stale when another write came first, or another event holds the id', async () => {
+    const [first, retry] = await twoCopies();
+    const event = testEvent({ n: 1 });
+    await service.appendEvent({ session: first, event });
+    // Another event under the same id, where this one was written.
+    const other = createEvent({
+      ...JSON.parse(JSON.stringify(event)),
+      actions: { ...event.actions, stateDelta: { n: 9 } },
+    });
+    await expect(service.appendEvent({ session: retry, event: other })).rejects.toMatchObject({
+      code: 'STALE_SESSION',
+    });
+    // A write after this one: the log is no longer one write past the copy.
+    await service.appendEvent({ session: first, event: testEvent({ n: 2 }) });
+    await expect(service.appendEvent({ session: retry, event: again(event) })).rejects.toMatchObject({
+      code: 'STALE_SESSION',
+    });
+    // The same id and content, and the same update time, but the one write since appended another event.
+    const [third, late] = [await load(first), await load(first)];
+    const last = third.events.at(-1) as Event;
+    await service.appendEvent({ session: third, event: testEvent({ n: 3 }, { timestamp: last.timestamp }) });
+    await expect(service.appendEvent({ session: late, event: again(last) })).rejects.toMatchObject({
+      code: 'STALE_SESSION',
+    });
+    const stored = await load(first);
+    expect(stored.events).toHaveLength(3);
+    expect(stored.state.n).toBe(3);
+  });
+});
