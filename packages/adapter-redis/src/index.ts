@@ -16,7 +16,7 @@ import * as ioredis from 'ioredis';
 import { type CommandClient, RedisClass, type ReplicaWait } from './connection.js';
 import { assertKeyPrefix, DEFAULT_SHARDS, defaultShards } from './keys.js';
 import type { RedisStoreWarning } from './outbox.js';
-import { watchStalls } from './stalls.js';
+import { STALL_GRACE_MS, watchStalls } from './stalls.js';
 import { DEFAULT_DRAIN_MS, DEFAULT_OUTBOX_KEEP_MS, RedisStore } from './store.js';
 
 export { listAppNames, listSessionKeys } from './apps.js';
@@ -297,7 +297,7 @@ export class RedisSessionService extends StateSessionService {
     if (made) {
       // A command of our own client without a reply past every bound a call has: its connection is replaced.
       const { timeoutMs = DEFAULT_TIMEOUT_MS } = serviceOptions;
-      stopWatch = watchStalls(made, Math.max(timeoutMs, waitForReplicas?.timeoutMs ?? 0));
+      stopWatch = watchStalls(made, Math.max(timeoutMs, waitForReplicas?.timeoutMs ?? 0) + STALL_GRACE_MS);
     }
     this.client = redis;
     this.protocol = store.protocol;

@@ -338,15 +338,23 @@ end
 
 /**
  * createSession, with the create time as `updateTime`, then the session,
- * user and app pairs. Returns 0 when the session exists, else
- * { userBucket, appBucket (direct) or the outbox view (outbox: { last, floor, entries })}.
+ * user and app pairs. Returns 0 when the session exists (made by another
+ * call), else { userBucket, appBucket (direct) or the outbox view (outbox:
+ * { last, floor, entries })}: also when this very call made it already.
  */
 export const CREATE = define(
   'create',
   WRITE_KEYS,
   NEW_SESSION_ARGS,
   `${NEW_SESSION}
-if redis.call('EXISTS', KEYS.session) == 1 then return 0 end
+if redis.call('EXISTS', KEYS.session) == 1 then
+  -- Each call draws its own life: this create, sent again after its reply was lost, finds its own session.
+  if redis.call('HGET', KEYS.session, ${F.life}) ~= ARGV.life then return 0 end
+  local view
+  if ARGV.mode == 'd' then view = redis.call('HGETALL', KEYS.app)
+  else view = outbox_view(KEYS.app, outbox_meta(KEYS.app), '') end
+  return { redis.call('HGETALL', KEYS.userState), view }
+end
 purge_some()
 local _, view = start_session({ ${F.revision}, ARGV.revision, ${F.life}, ARGV.life, ${F.updated}, ARGV.updateTime, ${F.count}, '0' })
 index_session()
@@ -361,14 +369,22 @@ return { redis.call('HGETALL', KEYS.userState), view }
  * revision and lastUpdateTime (`updateTime`), then every event in order (an
  * id seen twice replaces its earlier entry in place, as an append would).
  * After the pairs: the event count, then per event its entry and id field.
- * Returns 0 when the session exists, else 1, or the outbox view when there is an app delta to apply.
+ * Returns 0 when the session exists (made by another call), else 1, or the
+ * outbox view when there is an app delta to apply (always, on the outbox
+ * protocol, when this very call made it already).
  */
 export const IMPORT = define(
   'import',
   WRITE_KEYS,
   NEW_SESSION_ARGS,
   `${NEW_SESSION}
-if redis.call('EXISTS', KEYS.session) == 1 then return 0 end
+if redis.call('EXISTS', KEYS.session) == 1 then
+  -- As a create: sent again after its reply was lost, the import finds its own session (and, on the
+  -- outbox protocol, hands back the shard's outbox, so that its app delta is applied if it is not yet).
+  if redis.call('HGET', KEYS.session, ${F.life}) ~= ARGV.life then return 0 end
+  if ARGV.mode == 'd' then return 1 end
+  return outbox_view(KEYS.app, outbox_meta(KEYS.app), '')
+end
 purge_some()
 local next, view = start_session({ ${F.revision}, ARGV.revision, ${F.life}, ARGV.life, ${F.updated}, ARGV.updateTime })
 local count = 0

@@ -8,15 +8,17 @@
  * (about 15 minutes of retransmissions on Linux), and each call fails at its
  * deadline, although a new connection would work at once.
  *
- * A watch checks, a few times per bound, which command heads each connection's
- * queue of commands awaiting a reply. A head unchanged for the whole bound
- * (no reply arrived for it in that time) marks the connection as stalled: it
- * is destroyed, its waiting commands fail (as writes that may have been
- * applied, since they were written), and the client reconnects as after any
- * lost connection. Nothing is done per command, so the hot path pays nothing;
- * the price is a timer per client and a look at ioredis's internal queue
- * (`commandQueue`, `stream`; the same in every ioredis 5.x and 6.x), read
- * only, and skipped where it is absent.
+ * A watch checks, a few times per bound, which command heads each
+ * connection's queue of commands awaiting a reply. A head unchanged for the
+ * whole bound, with no byte read meanwhile (no reply, nor part of one,
+ * arrived in that time), marks the connection as stalled: it is destroyed and
+ * the client reconnects as after any lost connection. Its waiting commands
+ * fail, as writes that may have been applied since they were written; a
+ * Cluster sends them again on the node's new connection instead, and a write
+ * script that ran already finds its own write (see the scripts). Nothing is
+ * done per command, so the hot path pays nothing; the price is a timer per
+ * client and a look at ioredis's internal queue (`commandQueue`, `stream`; the
+ * same in every ioredis 5.x and 6.x), read only, and skipped where absent.
  *
  * Only for a client the service made: a client passed in is the
  * application's, and ioredis's own `socketTimeout` option (5.4 and later)
@@ -27,6 +29,13 @@ import type { Cluster, Redis } from 'ioredis';
 /** How many checks one bound spans: a stall is found between `afterMs` and `afterMs` plus a quarter of it. */
 const CHECKS = 4;
 
+/**
+ * Added to the longest wait a call has, so that a reply due right at that
+ * bound is not cut off (Redis answers a `WAIT` up to tens of milliseconds
+ * after its timeout).
+ */
+export const STALL_GRACE_MS = 1_000;
+
 /** The fewest milliseconds between two checks. */
 const MIN_PERIOD_MS = 25;
 
@@ -34,7 +43,7 @@ const MIN_PERIOD_MS = 25;
 interface Watched {
   readonly status?: string;
   readonly commandQueue?: { readonly length: number; peekFront?(): unknown };
-  readonly stream?: { destroy(error?: Error): void };
+  readonly stream?: { destroy(error?: Error): void; readonly bytesRead?: number };
 }
 
 /** The error a stalled connection is destroyed with (the client reports it, and the failed calls name it). */
@@ -53,8 +62,8 @@ export class ConnectionStalled extends Error {
 export function watchStalls(client: Redis | Cluster, afterMs: number): () => void {
   if (!Number.isFinite(afterMs)) return () => {};
   const period = Math.max(MIN_PERIOD_MS, Math.ceil(afterMs / CHECKS));
-  /** Per connection: the head last seen, and at how many checks in a row. */
-  const seen = new WeakMap<object, { head: unknown; checks: number }>();
+  /** Per connection: the head last seen, at how many checks in a row, and the bytes read by then. */
+  const seen = new WeakMap<object, { head: unknown; checks: number; bytes: number | undefined }>();
   const check = (connection: Watched) => {
     const queue = connection.commandQueue;
     const head = connection.status === 'ready' && queue && queue.length > 0 ? queue.peekFront?.() : undefined;
@@ -63,8 +72,10 @@ export function watchStalls(client: Redis | Cluster, afterMs: number): () => voi
       if (last) seen.delete(connection);
       return;
     }
-    if (last === undefined || last.head !== head) {
-      seen.set(connection, { head, checks: 1 });
+    // A reply still arriving (a large read) is progress: the bytes read count too.
+    const bytes = connection.stream?.bytesRead;
+    if (last === undefined || last.head !== head || last.bytes !== bytes) {
+      seen.set(connection, { head, checks: 1, bytes });
       return;
     }
     // Seen first at check 1, the head has waited at least (checks - 1) periods.

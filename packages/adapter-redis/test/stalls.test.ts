@@ -69,6 +69,39 @@ describe('a connection that stops answering', () => {
     }
   });
 
+  it('a reply still arriving is not a stall: the connection is dropped only once no byte came for the whole bound', async () => {
+    // A connection as the watch reads it: one command waiting, and a stream whose byte count the test moves.
+    const head = {};
+    const destroyed: Error[] = [];
+    const connection = {
+      status: 'ready',
+      commandQueue: { length: 1, peekFront: () => head },
+      stream: {
+        bytesRead: 0,
+        // As ioredis, once its stream is gone: the waiting commands fail, and the queue is empty.
+        destroy: (error: Error) => {
+          destroyed.push(error);
+          connection.commandQueue.length = 0;
+        },
+      },
+    };
+    const stop = watchStalls(connection as unknown as Redis, 100);
+    try {
+      // A large reply comes in for four bounds: no drop.
+      for (let elapsed = 0; elapsed < 400; elapsed += 10) {
+        connection.stream.bytesRead += 65_536;
+        await sleep(10);
+      }
+      expect(destroyed).toEqual([]);
+      // Then nothing more: dropped within the bound and a quarter (and a check's slack).
+      await sleep(250);
+      expect(destroyed).toHaveLength(1);
+      expect(destroyed[0]?.message).toMatch(/no reply for 100 ms/);
+    } finally {
+      stop();
+    }
+  });
+
   it('with ioredis 5.0.0, the oldest the peer range allows, whose internals the watch reads too', async () => {
     const proxy = await startProxy({ target: Number(new URL(inject('redisUrl')).port) });
     const client = new Redis50(`redis://${proxy.address}`, { maxRetriesPerRequest: 0, retryStrategy: () => 20 });

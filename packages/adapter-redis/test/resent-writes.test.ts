@@ -1,10 +1,11 @@
 /**
- * An append sent again after its reply was lost (ioredis re-sends the
- * commands of a broken connection after reconnecting, unless
- * `maxRetriesPerRequest` is 0; a Cluster re-sends after redirections; a
- * caller retries after a timed-out call) finds its own write and succeeds,
- * instead of being refused as stale. Any other write in between, or another
- * event under the same id, still makes it stale. On both protocols.
+ * A write sent again after its reply was lost (ioredis re-sends the commands
+ * of a broken connection after reconnecting, unless `maxRetriesPerRequest` is
+ * 0; a Cluster re-sends after redirections and lost connections) finds its own
+ * write and succeeds: an append instead of being refused as stale, a create or
+ * an import instead of finding the session "already there". An append retried
+ * by the caller with the same event does too. Any other write in between, or
+ * another event under the same id, still makes an append stale. On both protocols.
  */
 import { randomUUID } from 'node:crypto';
 import { startProxy } from '@adk-state/test-servers/proxy';
@@ -20,7 +21,7 @@ const again = (event: Event): Event => createEvent(JSON.parse(JSON.stringify(eve
 describe.each([
   ['direct', false],
   ['outbox', true],
-] as const)('an append sent again (%s protocol)', (_name, clusterProtocol) => {
+] as const)('a write sent again (%s protocol)', (_name, clusterProtocol) => {
   const keyPrefix = `${inject('testPrefix')}-${randomUUID().slice(0, 8)}:`;
   let client: Redis;
   let service: RedisSessionService;
@@ -38,13 +39,10 @@ describe.each([
     await quitShared(client);
   });
 
+  /** The key of a session. */
+  const keyOf = (session: Session) => ({ appName: session.appName, userId: session.userId, sessionId: session.id });
   /** The session stored under the key of `session`, read anew. */
-  const load = async (session: Session): Promise<Session> =>
-    (await service.getSession({
-      appName: session.appName,
-      userId: session.userId,
-      sessionId: session.id,
-    })) as Session;
+  const load = async (session: Session): Promise<Session> => (await service.getSession(keyOf(session))) as Session;
 
   /** Two copies of one new session, as two callers (or one caller before and after a lost reply) hold it. */
   async function twoCopies(): Promise<[Session, Session]> {
@@ -82,9 +80,19 @@ describe.each([
     expect(stored.state).toEqual({ n: 5 });
   });
 
-  it('re-sent by ioredis itself, after the connection broke with the append applied and its reply on the way, it succeeds', async () => {
+  /**
+   * `write` through a client with ioredis's defaults (the commands of a broken connection are sent again
+   * once it reconnects), behind a proxy that holds what follows `marker`: the write reaches the server,
+   * its reply is kept at the proxy until `applied()` sees it stored, and the connection is then cut.
+   * Resolves with what the write resolved with.
+   */
+  async function resentByIoredis<T>(
+    marker: string,
+    write: (writer: RedisSessionService) => Promise<T>,
+    applied: () => Promise<boolean>,
+    warm: (writer: RedisSessionService) => Promise<unknown>,
+  ): Promise<T> {
     const proxy = await startProxy({ target: Number(new URL(inject('redisUrl')).port) });
-    // ioredis's defaults: commands of a broken connection are sent again once it reconnects.
     const resending = new Redis(`redis://${proxy.address}`, { retryStrategy: () => 20 });
     resending.on('error', () => {});
     const writer = new RedisSessionService({
@@ -94,38 +102,66 @@ describe.each([
       shards: clusterProtocol ? 4 : 1,
     });
     try {
-      // Load the append script, so that the append goes as one EVALSHA.
-      const [warm] = await twoCopies();
-      await writer.appendEvent({ session: warm, event: testEvent({ n: 1 }) });
-      const [session] = await twoCopies();
-      const first = (await writer.getSession({
-        appName: session.appName,
-        userId: session.userId,
-        sessionId: session.id,
-      })) as Session;
-      const event = testEvent({ n: 1 }, { text: `resent-${randomUUID()}` });
-      proxy.hold(event.id);
-      const appending = writer.appendEvent({ session: first, event });
+      // Load the script, so that the write goes as one EVALSHA.
+      await warm(writer);
+      proxy.hold(marker);
+      const writing = write(writer);
       await proxy.untilHeld();
-      // The append reaches the server; its reply is kept at the proxy, and the connection is then cut.
       proxy.release();
       proxy.pause();
-      for (let wait = 0; wait < 200 && (await load(session)).events.length === 0; wait++) {
+      for (let wait = 0; wait < 200 && !(await applied()); wait++) {
         await new Promise((resolve) => setTimeout(resolve, 5));
       }
-      expect((await load(session)).events.map((each) => each.id)).toEqual([event.id]);
+      expect(await applied()).toBe(true);
       proxy.drop();
       proxy.resume();
-      await appending;
+      const result = await writing;
       expect(proxy.stats.accepted).toBeGreaterThan(1);
-      const stored = await load(session);
-      expect(stored.events.map((each) => each.id)).toEqual([event.id]);
-      expect(stored.state).toEqual({ n: 1 });
+      return result;
     } finally {
       await writer.close();
       resending.disconnect();
       await proxy.close();
     }
+  }
+
+  it('re-sent by ioredis itself, after the connection broke with the write applied and its reply on the way, a create, an append and an import succeed', async () => {
+    // An append.
+    const [session] = await twoCopies();
+    const event = testEvent({ n: 1 }, { text: `resent-${randomUUID()}` });
+    await resentByIoredis(
+      event.id,
+      async (writer) => writer.appendEvent({ session: (await writer.getSession(keyOf(session))) as Session, event }),
+      async () => (await load(session)).events.length === 1,
+      async (writer) => writer.appendEvent({ session: (await twoCopies())[0], event: testEvent({ n: 1 }) }),
+    );
+    const appended = await load(session);
+    expect(appended.events.map((each) => each.id)).toEqual([event.id]);
+    expect(appended.state).toEqual({ n: 1 });
+
+    // A create, with user: and app: keys.
+    const key = { appName: `app-${randomUUID()}`, userId: 'ada', sessionId: `resent-${randomUUID()}` };
+    const created = await resentByIoredis(
+      key.sessionId,
+      (writer) => writer.createSession({ ...key, state: { own: 1, 'user:u': 2, 'app:a': 3 } }),
+      async () => (await service.getSession(key)) !== undefined,
+      (writer) => writer.createSession({ ...key, sessionId: `warm-${randomUUID()}` }),
+    );
+    expect(created.state).toEqual({ own: 1, 'user:u': 2, 'app:a': 3 });
+    expect((await service.getSession(key))?.state).toEqual({ own: 1, 'user:u': 2, 'app:a': 3 });
+    expect(await service.getAppState({ appName: key.appName })).toEqual({ a: 3 });
+
+    // An import.
+    const source = (await service.getSession(keyOf(appended))) as Session;
+    const copy = { ...source, appName: `app-${randomUUID()}`, id: `resent-${randomUUID()}` };
+    const imported = await resentByIoredis(
+      copy.id,
+      (writer) => writer.importSession(copy),
+      async () => (await service.getSession(keyOf(copy))) !== undefined,
+      (writer) => writer.importSession({ ...copy, id: `warm-${randomUUID()}` }),
+    );
+    expect(imported).toBe('imported');
+    expect((await service.getSession(keyOf(copy)))?.events.map((each) => each.id)).toEqual([event.id]);
   });
 
   it('is stale when another write came first, or another event holds the id', async () => {
