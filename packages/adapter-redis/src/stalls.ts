@@ -54,6 +54,20 @@ export class ConnectionStalled extends Error {
   }
 }
 
+/** The connections of `client` as the watch reads them: the client itself, or each node's of a cluster. */
+function connectionsOf(client: Redis | Cluster): Watched[] {
+  return (client.isCluster ? (client as Cluster).nodes('all') : [client]) as unknown as Watched[];
+}
+
+/**
+ * Destroys the sockets of `client`, for a `close()` that has already called
+ * `disconnect()`: on a silent connection, the socket's polite end waits for
+ * an answer that never comes, and the client would not end.
+ */
+export function destroySockets(client: Redis | Cluster): void {
+  for (const connection of connectionsOf(client)) connection.stream?.destroy();
+}
+
 /**
  * Starts watching the connections of `client` (one, or one per node of a
  * cluster) for a command without a reply for `afterMs`; returns the function
@@ -84,11 +98,7 @@ export function watchStalls(client: Redis | Cluster, afterMs: number): () => voi
     connection.stream?.destroy(new ConnectionStalled(afterMs));
   };
   const timer = setInterval(() => {
-    if (client.isCluster) {
-      for (const node of (client as Cluster).nodes('all')) check(node as unknown as Watched);
-    } else {
-      check(client as unknown as Watched);
-    }
+    for (const connection of connectionsOf(client)) check(connection);
   }, period);
   timer.unref();
   return () => clearInterval(timer);

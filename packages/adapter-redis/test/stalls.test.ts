@@ -69,6 +69,26 @@ describe('a connection that stops answering', () => {
     }
   });
 
+  it('close() on a silent connection drops it after the 2 s it gives QUIT, without waiting for the socket to end politely', async () => {
+    const proxy = await startProxy({ target: Number(new URL(inject('redisUrl')).port) });
+    const service = new RedisSessionService({ url: `redis://${proxy.address}`, keyPrefix, timeoutMs: 60_000 });
+    try {
+      const key = { appName: `app-${randomUUID()}`, userId: 'ada', sessionId: 's1' };
+      await service.createSession(key);
+      proxy.hold(() => true);
+      const silent = service.getSession(key).catch((error: unknown) => error);
+      await proxy.untilHeld();
+      const started = Date.now();
+      await service.close();
+      expect(Date.now() - started).toBeLessThan(3_000);
+      expect(service.client.status).toBe('end');
+      expect(await silent).toBeInstanceOf(BackendError);
+    } finally {
+      await service.close();
+      await proxy.close();
+    }
+  });
+
   it('a reply still arriving is not a stall: the connection is dropped only once no byte came for the whole bound', async () => {
     // A connection as the watch reads it: one command waiting, and a stream whose byte count the test moves.
     const head = {};
