@@ -354,7 +354,11 @@ function untilAbandoned<T>(reply: Promise<T>, call: StoreCall | undefined): Prom
  * failure of theirs fails the call saying the write may have been applied. A
  * step's own "nothing was written" (it was never sent, or it only reads)
  * speaks of that step alone. `steps` is called inside, so that what it
- * throws at once (a reply it cannot read) is caught too.
+ * throws at once (a reply it cannot read) is caught too. A refusal of the
+ * store's configuration by then (its credentials, its database) becomes an
+ * outage that may have applied: a `BackendError` of kind `authentication`
+ * or `unknown-database` always says nothing was written, which the write
+ * before it makes untrue; its message keeps the server's words.
  */
 export async function afterWrite<T>(operation: string, steps: () => Promise<T>): Promise<T> {
   try {

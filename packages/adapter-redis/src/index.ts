@@ -16,7 +16,7 @@ import * as ioredis from 'ioredis';
 import { type CommandClient, RedisClass, type ReplicaWait } from './connection.js';
 import { assertKeyPrefix, DEFAULT_SHARDS, defaultShards } from './keys.js';
 import type { RedisStoreWarning } from './outbox.js';
-import { destroySockets, STALL_GRACE_MS, watchStalls } from './stalls.js';
+import { connectionsOf, destroySockets, STALL_GRACE_MS, watchStalls } from './stalls.js';
 import { DEFAULT_DRAIN_MS, DEFAULT_OUTBOX_KEEP_MS, RedisStore } from './store.js';
 
 export { listAppNames, listSessionKeys } from './apps.js';
@@ -405,9 +405,10 @@ async function quit(client: Redis | Cluster): Promise<void> {
   }
   const status = client.status as string;
   if (status !== 'end') {
+    const connections = connectionsOf(client);
     client.disconnect();
     // A connection that went silent would not close politely: its socket goes at once.
-    destroySockets(client);
+    destroySockets(connections);
     if (status === 'reconnecting') {
       // Between two attempts there is no connection whose close would end the
       // client: one more attempt, already marked as closing, ends it (at once

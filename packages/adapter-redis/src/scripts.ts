@@ -418,7 +418,9 @@ return view or 1
  * After the fixed arguments: the session, user and app pairs.
  * Returns -1 when the session is missing, the stored revision as text (a
  * bulk reply, never confused with the integers) when stale, 0 when stored,
- * or the outbox view when there is an app delta to apply; and, having
+ * or the outbox view when there is an app delta to apply (also when this
+ * very append was stored already: 0 on the direct protocol, the outbox view
+ * on the other, whose apply may not have run); and, having
  * written nothing, {@link UNREADABLE_HEAD} or {@link UNREADABLE_LOG} when the
  * session hash or the log is not what the scripts write.
  */
@@ -447,7 +449,9 @@ if revision ~= ARGV.expectedRevision then
       local appended = position == redis.call('LLEN', KEYS.events) - 1
       if last[1] == ARGV.updateTime
         and (appended or last[2] == redis.sha1hex(revision .. ' ' .. ARGV.entry)) then
-        return 0
+        -- Its app delta, on the outbox protocol, may still wait in the outbox: the caller applies it.
+        if ARGV.mode == 'd' then return 0 end
+        return outbox_view(KEYS.app, outbox_meta(KEYS.app), '')
       end
     end
   end

@@ -55,17 +55,18 @@ export class ConnectionStalled extends Error {
 }
 
 /** The connections of `client` as the watch reads them: the client itself, or each node's of a cluster. */
-function connectionsOf(client: Redis | Cluster): Watched[] {
-  return (client.isCluster ? (client as Cluster).nodes('all') : [client]) as unknown as Watched[];
+export function connectionsOf(client: Redis | Cluster): readonly object[] {
+  return client.isCluster ? (client as Cluster).nodes('all') : [client];
 }
 
 /**
- * Destroys the sockets of `client`, for a `close()` that has already called
- * `disconnect()`: on a silent connection, the socket's polite end waits for
- * an answer that never comes, and the client would not end.
+ * Destroys the sockets of `connections` (taken with {@link connectionsOf}
+ * before `disconnect()`, which forgets a cluster's nodes), for a `close()`:
+ * on a silent connection, the socket's polite end waits for an answer that
+ * never comes, and the client would not end.
  */
-export function destroySockets(client: Redis | Cluster): void {
-  for (const connection of connectionsOf(client)) connection.stream?.destroy();
+export function destroySockets(connections: readonly object[]): void {
+  for (const connection of connections) (connection as Watched).stream?.destroy();
 }
 
 /**
@@ -98,7 +99,7 @@ export function watchStalls(client: Redis | Cluster, afterMs: number): () => voi
     connection.stream?.destroy(new ConnectionStalled(afterMs));
   };
   const timer = setInterval(() => {
-    for (const connection of connectionsOf(client)) check(connection);
+    for (const connection of connectionsOf(client)) check(connection as Watched);
   }, period);
   timer.unref();
   return () => clearInterval(timer);

@@ -19,25 +19,12 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { RedisSessionService, type RedisStoreWarning } from '../src/index.js';
 import { appKeys, FIELD, PART, sessionKeys } from '../src/keys.js';
 import { SCRIPT_SHAS } from '../src/store.js';
-import { outboxServices, quitShared, testEvent } from './support/index.js';
+import { failingScript, outboxServices, quitShared, testEvent } from './support/index.js';
 
 const keyPrefix = `${inject('testPrefix')}-${randomUUID().slice(0, 8)}:`;
 
 /** The outbox protocol on one server, 16 shards. */
 const SHARDS = 16;
-
-/** A client on which every run of one script fails with `message`, as a command that never left the client. */
-function failingScript(client: Redis, name: string, message: string) {
-  return {
-    get status() {
-      return client.status;
-    },
-    call(command: string, args: Array<string | number>) {
-      if (command === 'evalsha' && args[0] === SCRIPT_SHAS[name]) return Promise.reject(new Error(message));
-      return client.call(command, args);
-    },
-  } as unknown as Redis;
-}
 
 /** A client whose process "dies" before the app step. */
 const dyingBeforeAppStep = (client: Redis) => failingScript(client, 'apply', 'the process died here');

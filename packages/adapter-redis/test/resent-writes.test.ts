@@ -13,7 +13,7 @@ import { createEvent, type Event, type Session } from '@google/adk';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { RedisSessionService } from '../src/index.js';
-import { quitShared, testEvent } from './support/index.js';
+import { failingScript, quitShared, testEvent } from './support/index.js';
 
 /** The same event again, as a caller that retries builds it: another object, the same id and content. */
 const again = (event: Event): Event => createEvent(JSON.parse(JSON.stringify(event)));
@@ -32,6 +32,8 @@ describe.each([
       keyPrefix,
       clusterProtocol,
       shards: clusterProtocol ? 4 : 1,
+      // No drain applies what waits in an outbox behind a test's back.
+      drainIntervalMs: Number.POSITIVE_INFINITY,
     });
   });
   afterAll(async () => {
@@ -64,10 +66,11 @@ describe.each([
     expect((await load(first)).state.n).toBe(2);
   });
 
-  it('that was applied in place (an id written again) succeeds too', async () => {
+  it('that was applied in place (an id written again, before the last event) succeeds too', async () => {
     const [session] = await twoCopies();
     const event = testEvent({ n: 1 }, { timestamp: 1_000 });
     await service.appendEvent({ session, event });
+    await service.appendEvent({ session: await load(session), event: testEvent({ m: 1 }, { timestamp: 2_000 }) });
     const [first, retry] = [await load(session), await load(session)];
     const rewritten = createEvent({
       ...JSON.parse(JSON.stringify(event)),
@@ -76,8 +79,27 @@ describe.each([
     await service.appendEvent({ session: first, event: rewritten });
     await service.appendEvent({ session: retry, event: again(rewritten) });
     const stored = await load(session);
-    expect(stored.events).toHaveLength(1);
-    expect(stored.state).toEqual({ n: 5 });
+    expect(stored.events.map((each) => each.id)).toEqual([event.id, stored.events[1]?.id]);
+    expect(stored.state).toEqual({ n: 5, m: 1 });
+  });
+
+  it('whose first send stored the event but not its app: delta (the outbox apply failed) has the delta applied', async () => {
+    const [first, retry] = await twoCopies();
+    const broken = new RedisSessionService({
+      client: failingScript(client, 'apply', 'read ECONNRESET'),
+      keyPrefix,
+      clusterProtocol,
+      shards: clusterProtocol ? 4 : 1,
+      drainIntervalMs: Number.POSITIVE_INFINITY,
+    });
+    const event = testEvent({ n: 1, 'app:x': 42 });
+    // On the direct protocol there is no apply step: the first send succeeds whole.
+    await broken.appendEvent({ session: first, event }).catch((error: unknown) => {
+      expect(error).toMatchObject({ code: 'BACKEND_ERROR', mayHaveApplied: true });
+    });
+    await service.appendEvent({ session: retry, event: again(event) });
+    // The app slot itself (no read of the session, which would apply what waits in the outbox).
+    expect(await service.getAppState({ appName: first.appName })).toEqual({ x: 42 });
   });
 
   /**

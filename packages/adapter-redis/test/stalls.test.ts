@@ -14,7 +14,7 @@ import { Cluster, type Redis } from 'ioredis';
 import * as ioredis50 from 'ioredis-v5-0';
 import { describe, expect, inject, it } from 'vitest';
 import { RedisSessionService } from '../src/index.js';
-import { watchStalls } from '../src/stalls.js';
+import { connectionsOf, destroySockets, watchStalls } from '../src/stalls.js';
 
 // 5.0.0 has no named `Redis` export; its default export is the class.
 const Redis50 = (ioredis50 as unknown as { default: typeof Redis }).default;
@@ -88,6 +88,29 @@ describe('a connection that stops answering', () => {
       await proxy.close();
     }
   });
+
+  it.skipIf(inject('redisClusterNodes').length === 0)(
+    "on a cluster, close() destroys every node's socket, taken before disconnect() forgets the nodes",
+    async () => {
+      const cluster = new Cluster(inject('redisClusterNodes'), { redisOptions: { maxRetriesPerRequest: 0 } });
+      cluster.on('error', () => {});
+      try {
+        await cluster.set(`{${keyPrefix}}k`, 'v');
+        const connections = connectionsOf(cluster);
+        // The nodes connected so far (a node the cluster has not used yet has no socket).
+        const sockets = connections
+          .map((node) => (node as { stream?: { destroyed: boolean } }).stream)
+          .filter((socket) => socket !== undefined);
+        expect(sockets.length).toBeGreaterThanOrEqual(1);
+        cluster.disconnect();
+        expect(connectionsOf(cluster)).toEqual([]);
+        destroySockets(connections);
+        for (const socket of sockets) expect(socket.destroyed).toBe(true);
+      } finally {
+        cluster.disconnect();
+      }
+    },
+  );
 
   it('a reply still arriving is not a stall: the connection is dropped only once no byte came for the whole bound', async () => {
     // A connection as the watch reads it: one command waiting, and a stream whose byte count the test moves.

@@ -1,6 +1,7 @@
 /** Services on the outbox protocol for the tests that attack it. */
 import type { Cluster, Redis } from 'ioredis';
 import { RedisSessionService, type RedisSessionServiceOptions, type RedisStoreWarning } from '../../src/index.js';
+import { SCRIPT_SHAS } from '../../src/store.js';
 
 /**
  * A maker of services on the outbox protocol (`clusterProtocol`, `shards`
@@ -54,4 +55,17 @@ export async function quitShared(client: Redis): Promise<void> {
   } catch (error) {
     if (!(error instanceof Error && error.message === 'Connection is closed.' && client.status === 'end')) throw error;
   }
+}
+
+/** A client on which every run of one script fails with `message`, as a command that never left the client. */
+export function failingScript(client: Redis, name: string, message: string): Redis {
+  return {
+    get status() {
+      return client.status;
+    },
+    call(command: string, args: Array<string | number>) {
+      if (command === 'evalsha' && args[0] === SCRIPT_SHAS[name]) return Promise.reject(new Error(message));
+      return client.call(command, args);
+    },
+  } as unknown as Redis;
 }
