@@ -347,20 +347,21 @@ export const CREATE = define(
   WRITE_KEYS,
   NEW_SESSION_ARGS,
   `${NEW_SESSION}
+-- The answer: the user bucket, and the app bucket (direct) or the outbox view (the write's own, else the shard's).
+local function created(view)
+  if ARGV.mode == 'd' then view = redis.call('HGETALL', KEYS.app)
+  elseif not view then view = outbox_view(KEYS.app, outbox_meta(KEYS.app), '') end
+  return { redis.call('HGETALL', KEYS.userState), view }
+end
 if redis.call('EXISTS', KEYS.session) == 1 then
   -- Each call draws its own life: this create, sent again after its reply was lost, finds its own session.
   if redis.call('HGET', KEYS.session, ${F.life}) ~= ARGV.life then return 0 end
-  local view
-  if ARGV.mode == 'd' then view = redis.call('HGETALL', KEYS.app)
-  else view = outbox_view(KEYS.app, outbox_meta(KEYS.app), '') end
-  return { redis.call('HGETALL', KEYS.userState), view }
+  return created(nil)
 end
 purge_some()
 local _, view = start_session({ ${F.revision}, ARGV.revision, ${F.life}, ARGV.life, ${F.updated}, ARGV.updateTime, ${F.count}, '0' })
 index_session()
-if ARGV.mode == 'd' then view = redis.call('HGETALL', KEYS.app)
-elseif not view then view = outbox_view(KEYS.app, outbox_meta(KEYS.app), '') end
-return { redis.call('HGETALL', KEYS.userState), view }
+return created(view)
 `,
 );
 

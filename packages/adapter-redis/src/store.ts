@@ -306,6 +306,23 @@ export class RedisStore implements SessionStore {
     return { status: 'created', userState: toBucket(user), appState: toBucket(app) };
   }
 
+  /**
+   * The outbox's second step after a write that stored its entry (an append,
+   * an import): the shard's entries in `reply` applied to the app slot. The
+   * write is made, so a failure here says it may have been applied.
+   */
+  #applyWritten(
+    operation: string,
+    call: StoreCall | undefined,
+    appName: string,
+    shard: number,
+    reply: OutboxReply,
+  ): Promise<string[]> {
+    return afterWrite(operation, () =>
+      this.#outbox.apply(operation, call, appName, shard, this.#outbox.view(reply, appName, shard), false),
+    );
+  }
+
   /** The whole session in one script: record, buckets, every event in order, lastUpdateTime; atomic. */
   async importSession(input: ImportInput, call?: StoreCall): Promise<ImportResult> {
     if (!this.#layoutChecked) await this.#checkLayout('importSession', call);
@@ -326,16 +343,7 @@ export class RedisStore implements SessionStore {
     ]);
     if (reply === 0 || reply === '0') return { status: 'exists' };
     if (Array.isArray(reply)) {
-      await afterWrite('importSession', () =>
-        this.#outbox.apply(
-          'importSession',
-          call,
-          input.key.appName,
-          keys.shard,
-          this.#outbox.view(reply as OutboxReply, input.key.appName, keys.shard),
-          false,
-        ),
-      );
+      await this.#applyWritten('importSession', call, input.key.appName, keys.shard, reply as OutboxReply);
     }
     return { status: 'imported' };
   }
@@ -412,16 +420,7 @@ export class RedisStore implements SessionStore {
     );
     const reply = await this.#run('appendEvent', true, call, APPEND, this.#writeKeys(keys), args);
     if (Array.isArray(reply)) {
-      await afterWrite('appendEvent', () =>
-        this.#outbox.apply(
-          'appendEvent',
-          call,
-          input.key.appName,
-          keys.shard,
-          this.#outbox.view(reply as OutboxReply, input.key.appName, keys.shard),
-          false,
-        ),
-      );
+      await this.#applyWritten('appendEvent', call, input.key.appName, keys.shard, reply as OutboxReply);
       return { status: 'ok' };
     }
     if (reply === 0) return { status: 'ok' };
