@@ -12,14 +12,13 @@
  */
 import { randomUUID } from 'node:crypto';
 import { BackendError } from '@adk-state/core';
-import { startProxy } from '@adk-state/test-servers/proxy';
 import type { Session } from '@google/adk';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { RedisSessionService, type RedisStoreWarning } from '../src/index.js';
 import { appKeys, FIELD, PART, sessionKeys } from '../src/keys.js';
 import { SCRIPT_SHAS } from '../src/store.js';
-import { failingScript, outboxServices, quitShared, testEvent } from './support/index.js';
+import { failingScript, outboxServices, proxyToSharedServer, quitShared, testEvent } from './support/index.js';
 
 const keyPrefix = `${inject('testPrefix')}-${randomUUID().slice(0, 8)}:`;
 
@@ -125,7 +124,7 @@ describe('app: keys through the outbox (single server, one slot per script)', ()
     expect(await service().getSession(key)).toBeDefined();
 
     // Over the network: the create's reply arrives, the app read is held back, and the connection is cut.
-    const proxy = await startProxy({ target: Number(new URL(inject('redisUrl')).port) });
+    const proxy = await proxyToSharedServer();
     const proxied = new Redis(`redis://${proxy.address}`, { maxRetriesPerRequest: 0, retryStrategy: () => 50 });
     proxied.on('error', () => {});
     try {
@@ -177,8 +176,7 @@ describe('app: keys through the outbox (single server, one slot per script)', ()
   });
 
   it('an apply held back in the network (a loopback TCP proxy) until a reader applied its entry, the session was deleted and another write acknowledged, changes nothing when it arrives', async () => {
-    const port = Number(new URL(inject('redisUrl')).port);
-    const proxy = await startProxy({ target: port });
+    const proxy = await proxyToSharedServer();
     const proxied = new Redis(`redis://${proxy.address}`);
     try {
       const writer = service({ client: proxied, timeoutMs: 20_000 });

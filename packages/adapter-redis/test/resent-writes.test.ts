@@ -8,15 +8,18 @@
  * another event under the same id, still makes an append stale. On both protocols.
  */
 import { randomUUID } from 'node:crypto';
-import { startProxy } from '@adk-state/test-servers/proxy';
 import { createEvent, type Event, type Session } from '@google/adk';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { RedisSessionService } from '../src/index.js';
-import { failingScript, quitShared, testEvent } from './support/index.js';
+import { failingScript, proxyToSharedServer, quitShared, testEvent } from './support/index.js';
 
 /** The same event again, as a caller that retries builds it: another object, the same id and content. */
 const again = (event: Event): Event => createEvent(JSON.parse(JSON.stringify(event)));
+
+/** Another event under the id of `event`: the same but for its state delta. */
+const sameIdWith = (event: Event, stateDelta: Record<string, unknown>): Event =>
+  createEvent({ ...JSON.parse(JSON.stringify(event)), actions: { ...event.actions, stateDelta } });
 
 describe.each([
   ['direct', false],
@@ -72,10 +75,7 @@ describe.each([
     await service.appendEvent({ session, event });
     await service.appendEvent({ session: await load(session), event: testEvent({ m: 1 }, { timestamp: 2_000 }) });
     const [first, retry] = [await load(session), await load(session)];
-    const rewritten = createEvent({
-      ...JSON.parse(JSON.stringify(event)),
-      actions: { ...event.actions, stateDelta: { n: 5 } },
-    });
+    const rewritten = sameIdWith(event, { n: 5 });
     await service.appendEvent({ session: first, event: rewritten });
     await service.appendEvent({ session: retry, event: again(rewritten) });
     const stored = await load(session);
@@ -114,7 +114,7 @@ describe.each([
     applied: () => Promise<boolean>,
     warm: (writer: RedisSessionService) => Promise<unknown>,
   ): Promise<T> {
-    const proxy = await startProxy({ target: Number(new URL(inject('redisUrl')).port) });
+    const proxy = await proxyToSharedServer();
     const resending = new Redis(`redis://${proxy.address}`, { retryStrategy: () => 20 });
     resending.on('error', () => {});
     const writer = new RedisSessionService({
@@ -191,10 +191,7 @@ describe.each([
     const event = testEvent({ n: 1 });
     await service.appendEvent({ session: first, event });
     // Another event under the same id, where this one was written.
-    const other = createEvent({
-      ...JSON.parse(JSON.stringify(event)),
-      actions: { ...event.actions, stateDelta: { n: 9 } },
-    });
+    const other = sameIdWith(event, { n: 9 });
     await expect(service.appendEvent({ session: retry, event: other })).rejects.toMatchObject({
       code: 'STALE_SESSION',
     });

@@ -9,12 +9,13 @@
  */
 import { randomUUID } from 'node:crypto';
 import { BackendError } from '@adk-state/core';
-import { startClusterProxies, startProxy } from '@adk-state/test-servers/proxy';
+import { startClusterProxies } from '@adk-state/test-servers/proxy';
 import { Cluster, type Redis } from 'ioredis';
 import * as ioredis50 from 'ioredis-v5-0';
 import { describe, expect, inject, it } from 'vitest';
 import { RedisSessionService } from '../src/index.js';
 import { connectionsOf, destroySockets, watchStalls } from '../src/stalls.js';
+import { proxyToSharedServer } from './support/index.js';
 
 // 5.0.0 has no named `Redis` export; its default export is the class.
 const Redis50 = (ioredis50 as unknown as { default: typeof Redis }).default;
@@ -39,7 +40,7 @@ async function firstSuccess<T>(withinMs: number, attempt: () => Promise<T>): Pro
 
 describe('a connection that stops answering', () => {
   it("the service's own client replaces it once a command has waited a whole call bound, and reads go on", async () => {
-    const proxy = await startProxy({ target: Number(new URL(inject('redisUrl')).port) });
+    const proxy = await proxyToSharedServer();
     const service = new RedisSessionService({ url: `redis://${proxy.address}`, keyPrefix, timeoutMs: 400 });
     try {
       const appName = `app-${randomUUID()}`;
@@ -70,7 +71,7 @@ describe('a connection that stops answering', () => {
   });
 
   it('close() on a silent connection drops it after the 2 s it gives QUIT, without waiting for the socket to end politely', async () => {
-    const proxy = await startProxy({ target: Number(new URL(inject('redisUrl')).port) });
+    const proxy = await proxyToSharedServer();
     const service = new RedisSessionService({ url: `redis://${proxy.address}`, keyPrefix, timeoutMs: 60_000 });
     try {
       const key = { appName: `app-${randomUUID()}`, userId: 'ada', sessionId: 's1' };
@@ -146,7 +147,7 @@ describe('a connection that stops answering', () => {
   });
 
   it('with ioredis 5.0.0, the oldest the peer range allows, whose internals the watch reads too', async () => {
-    const proxy = await startProxy({ target: Number(new URL(inject('redisUrl')).port) });
+    const proxy = await proxyToSharedServer();
     const client = new Redis50(`redis://${proxy.address}`, { maxRetriesPerRequest: 0, retryStrategy: () => 20 });
     client.on('error', () => {});
     const stop = watchStalls(client, 300);

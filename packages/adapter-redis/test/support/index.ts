@@ -6,5 +6,6 @@
 export * from '@adk-state/test-servers/redis';
 export * from './events.js';
 export * from './outbox.js';
+export * from './proxy.js';
 export * from './settle.js';
 export * from './targets.js';
