@@ -331,7 +331,7 @@ export class FirestoreStore implements SessionStore {
     };
     const userDelta = encodeState(input.userDelta);
     const appDelta = encodeState(input.appDelta);
-    head.bucketsWritten = bucketsWritten(userDelta, appDelta, input.revision);
+    head.bucketsWritten = bucketsWritten(input.userDelta.size > 0, input.appDelta.size > 0, input.revision);
     const fields = { ...head, ...this.#expiryFields('create') };
     assertDocumentFits('state', refs.session.path, fields);
     const written = `${incarnation}.${input.revision}`;
@@ -453,9 +453,11 @@ export class FirestoreStore implements SessionStore {
     assertDocumentFits('event', eventRef.path, { ...eventDocument(Number.MAX_SAFE_INTEGER, randomUUID()) });
     const userIdentity = { appName: storeText(input.key.appName), userId: storeText(input.key.userId) };
     const appIdentity = { appName: userIdentity.appName };
+    const writesUser = input.userDelta.size > 0;
+    const writesApp = input.appDelta.size > 0;
     const bucketRefs: DocumentReference[] = [];
-    if (Object.keys(userDelta).length > 0) bucketRefs.push(refs.user);
-    if (Object.keys(appDelta).length > 0) bucketRefs.push(refs.app);
+    if (writesUser) bucketRefs.push(refs.user);
+    if (writesApp) bucketRefs.push(refs.app);
     return this.#transaction('appendEvent', call, async (tx): Promise<AppendResult> => {
       // The buckets are written blind (merged field by field), so the transaction does not read
       // them: it would lock every app's and user's document against all other sessions' appends.
@@ -497,7 +499,7 @@ export class FirestoreStore implements SessionStore {
         // listing fields were removed outside adk-state (with `lastUpdateKey` above).
         userKey: documentId(input.key.userId),
         idOrder: idOrder(input.key.sessionId),
-        bucketsWritten: bucketsWritten(userDelta, appDelta, newRevision),
+        bucketsWritten: bucketsWritten(writesUser, writesApp, newRevision),
         ...this.#expiryFields('append'),
       };
       const merged = { ...head, ...headUpdate, state: { ...head.state, ...sessionDelta } };
@@ -506,10 +508,10 @@ export class FirestoreStore implements SessionStore {
       tx.update(refs.session, { ...headUpdate, ...statePaths(sessionDelta) });
       let next = 0;
       const written = `${head.incarnation}.${newRevision}`;
-      if (Object.keys(userDelta).length > 0) {
+      if (writesUser) {
         this.#mergeBucket(tx, refs.user, buckets[next++], userDelta, userIdentity, written);
       }
-      if (Object.keys(appDelta).length > 0) {
+      if (writesApp) {
         this.#mergeBucket(tx, refs.app, buckets[next++], appDelta, appIdentity, written);
       }
       return { status: 'ok' };
@@ -947,10 +949,9 @@ function showsMoment(docs: DocumentSnapshot[], at: Timestamp): boolean {
   return docs.every((doc) => !doc.exists || compareTimes(at, doc.updateTime) > 0);
 }
 
-/** The {@link SessionDocument.bucketsWritten} of a write with these deltas that writes `revision`. */
-function bucketsWritten(userDelta: StoredState, appDelta: StoredState, revision: number): string {
-  const user = Object.keys(userDelta).length > 0 ? 'u' : '';
-  return `${user}${Object.keys(appDelta).length > 0 ? 'a' : ''}@${revision}`;
+/** The {@link SessionDocument.bucketsWritten} of a write that writes `revision`, and the user and/or app bucket. */
+function bucketsWritten(writesUser: boolean, writesApp: boolean, revision: number): string {
+  return `${writesUser ? 'u' : ''}${writesApp ? 'a' : ''}@${revision}`;
 }
 
 /**
