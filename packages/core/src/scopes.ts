@@ -3,6 +3,7 @@
  * the app, `user:` keys to the user, `temp:` keys to the current invocation
  * only, and every other key to the session.
  */
+import { AdkStateError, InvalidArgumentError, StateValueError } from './errors.js';
 import { decodeEntries, decodeValue, defineEntry, encodeStateValue } from './values.js';
 
 export const APP_PREFIX = 'app:';
@@ -37,15 +38,30 @@ export function scopeOf(key: string): 'app' | 'user' | 'temp' | 'session' {
 export function splitState(state: Record<string, unknown> | undefined): ScopedWrites {
   const writes: ScopedWrites = { session: new Map(), user: new Map(), app: new Map(), temp: new Map() };
   if (state === undefined || state === null) return writes;
-  for (const key of Object.keys(state)) {
-    const value = state[key];
-    const scope = scopeOf(key);
-    if (scope === 'temp') {
-      writes.temp.set(key, value);
-      continue;
+  let key: string | undefined;
+  try {
+    for (key of Object.keys(state)) {
+      // By its descriptor: a getter would give the store one value and the caller's state another.
+      const entry = Object.getOwnPropertyDescriptor(state, key);
+      if (entry === undefined) continue;
+      if (entry.get !== undefined || entry.set !== undefined) {
+        throw new StateValueError(key, '$', 'is an accessor property (a getter or setter), not a value');
+      }
+      const value = entry.value;
+      const scope = scopeOf(key);
+      if (scope === 'temp') {
+        writes.temp.set(key, value);
+        continue;
+      }
+      const [bucket, bucketKey] = storedPlace(writes, scope, key);
+      bucket.set(bucketKey, encodeStateValue(key, value));
     }
-    const [bucket, bucketKey] = storedPlace(writes, scope, key);
-    bucket.set(bucketKey, encodeStateValue(key, value));
+  } catch (error) {
+    if (error instanceof AdkStateError) throw error;
+    // A Proxy whose traps throw, a value too large for a string: refused as the value it happened in.
+    const reason = error instanceof Error ? error.message : String(error);
+    if (key === undefined) throw new InvalidArgumentError('state', `cannot be read (${reason})`);
+    throw new StateValueError(key, '$', `cannot be read or encoded (${reason})`);
   }
   return writes;
 }

@@ -222,8 +222,8 @@ export class StateSessionService extends BaseSessionService {
     }
     if (state !== undefined) assertStateMap('state', state);
     const writes = splitState(state);
-    const id = sessionId || this.#generateId();
-    const createTime = this.#now();
+    const id = sessionId || fromOption('generateId', this.#generateId, isSessionId, 'a non-empty string');
+    const createTime = fromOption('now', this.#now, Number.isFinite, 'a finite number of milliseconds');
     const revision = randomInt(1, FIRST_REVISION_LIMIT);
     const target = { appName, userId, sessionId: id };
     const result = await this.#call('createSession', WRITE, target, (call) =>
@@ -420,33 +420,43 @@ export class StateSessionService extends BaseSessionService {
   }
 
   override async appendEvent(request: AppendEventRequest): Promise<Event> {
+    if (typeof request !== 'object' || request === null) {
+      throw new InvalidArgumentError('request', 'appendEvent needs { session, event }');
+    }
     const { session } = request;
     let { event } = request;
     if (event?.partial === true) return event;
     assertStorableEvent(event);
-    // An event frozen by a read that shares them (shareReadEvents), appended again (to another
-    // session, say): the append writes to the event it places, so it places a copy.
-    if (isFrozenEvent(event)) event = copyEvent(event);
     const key = toKey({ appName: session?.appName, userId: session?.userId, sessionId: session?.id });
-    if (typeof session.state !== 'object' || session.state === null || !Array.isArray(session.events)) {
-      throw new InvalidArgumentError('session', 'must be a Session with a state object and an events array');
-    }
+    assertWritableSession(session);
     // Validate everything before touching the caller's objects or storage.
-    const delta: unknown = event.actions?.stateDelta;
+    let delta: unknown = event.actions?.stateDelta;
     if (delta !== undefined && delta !== null) assertStateMap('event.actions.stateDelta', delta);
     const writes = splitState(delta as Record<string, unknown> | undefined);
     const temp = writes.temp;
+    // An event the append cannot write to (frozen by a read that shares them, or sealed or frozen by
+    // the caller) is placed as a copy: the stored form read back, so that it is what a reload shows.
+    if (isFixedEvent(event, delta, temp)) {
+      event = decodeEvent(encodeEvent(event));
+      delta = event.actions?.stateDelta;
+    }
     takeTempEntries(event, temp);
+    let stored: StoredEvent;
+    try {
+      stored = encodeEvent(event);
+    } catch (error) {
+      giveBackTemp(delta, temp);
+      throw error;
+    }
     const deadline = new Deadline(this.#timeoutMs);
     let expectedRevision: number;
     try {
       for (const stateKey of this.#supersededKeys(session, event, writes)) dropWrite(writes, stateKey);
-      expectedRevision = await this.#store(session, key, event, writes, deadline);
+      expectedRevision = await this.#store(session, key, event, stored, writes, deadline);
     } catch (error) {
       // The record of stored writes may now hold this event's: start it afresh.
       this.#storedWrites.delete(session);
-      // Not stored (or not known to be): give the event back its temp: keys, as it came.
-      if (delta) for (const [tempKey, value] of temp) defineEntry(delta as Record<string, unknown>, tempKey, value);
+      giveBackTemp(delta, temp);
       throw error;
     } finally {
       deadline.dispose();
@@ -506,10 +516,10 @@ export class StateSessionService extends BaseSessionService {
     session: Session,
     key: SessionKey,
     event: Event,
+    stored: StoredEvent,
     writes: ScopedWrites,
     deadline: Deadline,
   ): Promise<number> {
-    const stored = encodeEvent(event);
     let expectedRevision = this.#revisions.get(session) ?? (await this.#revisionOfUnmarked(session, key, deadline));
     for (let reloads = 0; ; reloads++) {
       const input = {
@@ -554,7 +564,10 @@ export class StateSessionService extends BaseSessionService {
    * refuses then fails the import, which removes the session again (or, when
    * that fails too, throws a `BackendError` saying part may remain).
    */
-  async importSession(session: Session, options: { replace?: boolean } = {}): Promise<'imported' | 'exists'> {
+  async importSession(session: Session, options?: { replace?: boolean } | null): Promise<'imported' | 'exists'> {
+    if (options !== undefined && options !== null && typeof options !== 'object') {
+      throw new InvalidArgumentError('options', 'must be { replace?: boolean } when given');
+    }
     if (typeof session !== 'object' || session === null || !Array.isArray(session.events)) {
       throw new InvalidArgumentError('session', 'must be a Session with state and events');
     }
@@ -580,7 +593,7 @@ export class StateSessionService extends BaseSessionService {
       revision: randomInt(1, FIRST_REVISION_LIMIT),
     };
     this.#logCache?.delete(logCacheKey(key));
-    if (options.replace) await this.#call('importSession', WRITE, key, (call) => this.store.deleteSession(key, call));
+    if (options?.replace) await this.#call('importSession', WRITE, key, (call) => this.store.deleteSession(key, call));
     const store = this.store;
     if (store.importSession) {
       const result = await this.#call('importSession', WRITE, key, (call) => store.importSession!(input, call));
@@ -924,13 +937,79 @@ function wordsOf(error: unknown): string {
   return said instanceof Error ? said.message : String(said);
 }
 
-/** Whether an append would have to write to a frozen part of `event` (its delta, its actions or itself). */
-function isFrozenEvent(event: Event): boolean {
+/**
+ * Whether an append would have to write to a part of `event` that cannot
+ * take it: the event itself (ADK's marks), its actions, or its delta when it
+ * has `temp:` keys to take out and put back (frozen, sealed, not extensible,
+ * or a `temp:` key that cannot be deleted).
+ */
+function isFixedEvent(event: Event, delta: unknown, temp: ReadonlyMap<string, unknown>): boolean {
+  if (!Object.isExtensible(event)) return true;
   const actions: unknown = event.actions;
-  if (Object.isFrozen(event)) return true;
-  if (typeof actions !== 'object' || actions === null) return false;
-  const delta: unknown = (actions as { stateDelta?: unknown }).stateDelta;
-  return Object.isFrozen(actions) || (typeof delta === 'object' && delta !== null && Object.isFrozen(delta));
+  if (typeof actions === 'object' && actions !== null && !Object.isExtensible(actions)) return true;
+  if (temp.size === 0 || typeof delta !== 'object' || delta === null) return false;
+  if (!Object.isExtensible(delta)) return true;
+  for (const tempKey of temp.keys()) {
+    if (Object.getOwnPropertyDescriptor(delta, tempKey)?.configurable === false) return true;
+  }
+  return false;
+}
+
+/** Puts the `temp:` keys an append took out of the event's delta back, as they came (the append failed). */
+function giveBackTemp(delta: unknown, temp: ReadonlyMap<string, unknown>): void {
+  if (typeof delta !== 'object' || delta === null) return;
+  for (const [tempKey, value] of temp) defineEntry(delta as Record<string, unknown>, tempKey, value);
+}
+
+/**
+ * The caller's session object must take the append: its `state` and
+ * `events` are updated in place, and the object itself gets the new
+ * `lastUpdateTime`. Checked before anything is written, so that a frozen or
+ * sealed one is refused instead of failing after the store applied the event.
+ */
+function assertWritableSession(session: Session): void {
+  if (typeof session.state !== 'object' || session.state === null || !Array.isArray(session.events)) {
+    throw new InvalidArgumentError('session', 'must be a Session with a state object and an events array');
+  }
+  const fixed = !Object.isExtensible(session.state)
+    ? 'its state object'
+    : !Object.isExtensible(session.events)
+      ? 'its events array'
+      : Object.isFrozen(session)
+        ? 'the session object'
+        : undefined;
+  if (fixed !== undefined) {
+    throw new InvalidArgumentError(
+      'session',
+      `cannot take the append: ${fixed} is frozen, sealed or not extensible, and appendEvent updates it in place (append through a session object from getSession or createSession)`,
+    );
+  }
+}
+
+/** A session id from the `generateId` option: any non-empty string. */
+function isSessionId(value: unknown): boolean {
+  return typeof value === 'string' && value !== '';
+}
+
+/**
+ * The result of calling the service option `name`, checked: a typed error
+ * when it throws or gives something else than `expected` describes.
+ */
+function fromOption<T>(name: string, option: () => T, valid: (value: unknown) => boolean, expected: string): T {
+  let value: T;
+  try {
+    value = option();
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new InvalidArgumentError(name, `threw (${reason}); it must return ${expected}`);
+  }
+  if (!valid(value)) {
+    throw new InvalidArgumentError(
+      name,
+      `must return ${expected}, got ${typeof value === 'string' ? JSON.stringify(value) : String(value)}`,
+    );
+  }
+  return value;
 }
 
 /**

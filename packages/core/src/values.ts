@@ -69,7 +69,7 @@ function keepsRules(value: unknown, rules: JsonRules, depth: number): boolean {
   if (depth >= rules.maxDepth) return false;
   const next = depth + 1;
   if (Array.isArray(value)) {
-    if (!rules.asStringified && Object.getPrototypeOf(value) !== Array.prototype) return false;
+    if (!rules.asStringified && (Object.getPrototypeOf(value) !== Array.prototype || hasToJson(value))) return false;
     for (let index = 0; index < value.length; index++) {
       if (!(index in value) || !keepsRules(value[index], rules, next)) return false;
     }
@@ -86,13 +86,24 @@ function keepsRules(value: unknown, rules: JsonRules, depth: number): boolean {
   }
   const proto = Object.getPrototypeOf(object);
   if (proto !== Object.prototype && proto !== null) return false;
-  if (Object.getOwnPropertySymbols(object).length > 0) return false;
+  if (hasToJson(object) || Object.getOwnPropertySymbols(object).length > 0) return false;
   for (const name of Object.keys(object)) {
     const descriptor = Object.getOwnPropertyDescriptor(object, name);
     if (descriptor === undefined || 'get' in descriptor || !keepsRules(descriptor.value, rules, next)) return false;
   }
   return true;
 }
+
+/**
+ * Whether JSON would call a `toJSON` method of `value` (own, hidden, or
+ * inherited) and store what it returns instead of the value: a state value
+ * must be stored as the caller holds it.
+ */
+function hasToJson(value: object): boolean {
+  return typeof (value as { toJSON?: unknown }).toJSON === 'function';
+}
+
+const TO_JSON_PROBLEM = 'has a toJSON method, which JSON would store in its place';
 
 /** Where a value breaks the JSON rules, and how. */
 export interface JsonProblem {
@@ -179,6 +190,7 @@ function containerProblem(visit: Visit, rules: JsonRules, stack: Visit[]): strin
     if (!rules.asStringified && Object.getPrototypeOf(object) !== Array.prototype) {
       return 'is an instance of an Array subclass';
     }
+    if (!rules.asStringified && hasToJson(object)) return TO_JSON_PROBLEM;
     for (let index = 0; index < object.length; index++) {
       if (!(index in object)) return `has a hole at [${index}], as in a sparse array`;
     }
@@ -192,6 +204,7 @@ function containerProblem(visit: Visit, rules: JsonRules, stack: Visit[]): strin
   } else {
     const proto = Object.getPrototypeOf(object);
     if (proto !== Object.prototype && proto !== null) return `is a ${describeInstance(object)}, not a plain object`;
+    if (hasToJson(object)) return TO_JSON_PROBLEM;
     if (Object.getOwnPropertySymbols(object).length > 0) return 'has symbol keys';
   }
   const names = Object.keys(object);

@@ -34,7 +34,47 @@ const BAD_VALUES: Array<[string, () => unknown]> = [
   ['a boxed string', () => new String('s')],
   // biome-ignore lint/suspicious/noSparseArray: a hole is exactly what must be refused
   ['a sparse array', () => [1, , 3]],
+  // JSON would store what toJSON returns, not the value the caller's state holds.
+  ['an array with its own toJSON', () => Object.assign([1, 2], { toJSON: () => 'other' })],
+  ['an object with a hidden toJSON', () => Object.defineProperty({ a: 1 }, 'toJSON', { value: () => ({ b: 2 }) })],
 ];
+
+/** Values whose reading throws: a Proxy's traps, at the top of the value and inside it. */
+const UNREADABLE_VALUES: Array<[string, () => unknown]> = [
+  [
+    'a Proxy whose ownKeys throws',
+    () =>
+      new Proxy(
+        {},
+        {
+          ownKeys() {
+            throw new Error('trap');
+          },
+        },
+      ),
+  ],
+  [
+    'a Proxy whose get throws, inside an array',
+    () => [
+      new Proxy(
+        { a: 1 },
+        {
+          get() {
+            throw new Error('trap');
+          },
+          getOwnPropertyDescriptor() {
+            throw new Error('trap');
+          },
+        },
+      ),
+    ],
+  ],
+];
+
+/** A state map whose key `k` is a getter: what it gives the store and what it gives the caller could differ. */
+function withGetter(): Record<string, unknown> {
+  return Object.defineProperty({ fine: 1 }, 'k', { get: () => ({ fresh: Math.random() }), enumerable: true });
+}
 
 export const rejected: Group = {
   title: 'bad input is refused and nothing is written',
@@ -61,6 +101,97 @@ export const rejected: Group = {
       }
       expect(await service.getUserState({ appName, userId: 'u1' })).toEqual({});
       expect(await service.getAppState({ appName })).toEqual({});
+    });
+
+    test('a value whose reading throws (a Proxy) is a StateValueError naming its key; nothing is written', async (kit) => {
+      const { service, session, appName } = await kit.fresh({ sessionId: 's1' });
+      for (const [label, make] of UNREADABLE_VALUES) {
+        const created = await expectCode(
+          service.createSession({ appName, userId: 'u1', sessionId: 's2', state: { fine: 1, 'user:bad': make() } }),
+          'INVALID_STATE_VALUE',
+          'StateValueError',
+        );
+        expect((created as { key?: string }).key, label).toBe('user:bad');
+        const appended = await expectCode(put(service, session, { fine: 1, bad: make() }), 'INVALID_STATE_VALUE');
+        expect((appended as { key?: string }).key, label).toBe('bad');
+      }
+      expect(await service.getSession({ appName, userId: 'u1', sessionId: 's2' })).toBeUndefined();
+      expect((await kit.reload(session)).events).toEqual([]);
+      expect(await service.getUserState({ appName, userId: 'u1' })).toEqual({});
+    });
+
+    test('a top-level getter in an initial state or a delta is a StateValueError; nothing is written', async (kit) => {
+      const { service, session, appName } = await kit.fresh({ sessionId: 's1' });
+      const created = await expectCode(
+        service.createSession({ appName, userId: 'u1', sessionId: 's2', state: withGetter() }),
+        'INVALID_STATE_VALUE',
+        'StateValueError',
+      );
+      expect((created as { key?: string }).key).toBe('k');
+      const appended = await expectCode(put(service, session, withGetter()), 'INVALID_STATE_VALUE');
+      expect((appended as { key?: string }).key).toBe('k');
+      expect(plain(session.state)).toEqual({});
+      expect(await service.getSession({ appName, userId: 'u1', sessionId: 's2' })).toBeUndefined();
+      expect((await kit.reload(session)).events).toEqual([]);
+    });
+
+    test('a frozen or sealed session object, state or events array is an InvalidArgumentError before anything is written', async (kit) => {
+      const { service, session } = await kit.fresh({ sessionId: 's1' });
+      const variants: Array<[string, (copy: Session) => void]> = [
+        ['a frozen session', (copy) => Object.freeze(copy)],
+        ['a frozen state', (copy) => Object.freeze(copy.state)],
+        ['a sealed state', (copy) => Object.seal(copy.state)],
+        ['a frozen events array', (copy) => Object.freeze(copy.events)],
+      ];
+      for (const [label, fix] of variants) {
+        const copy = await kit.reload(session);
+        fix(copy);
+        const error = await expectCode(put(service, copy, { n: 1 }), 'INVALID_ARGUMENT', 'InvalidArgumentError');
+        expect(error.message, label).toContain('session');
+      }
+      const loaded = await kit.reload(session);
+      expect(loaded.events).toEqual([]);
+      expect(plain(loaded.state)).toEqual({});
+      // The session is still current for a writable object.
+      await put(service, session, { n: 2 });
+      expect(plain((await kit.reload(session)).state)).toEqual({ n: 2 });
+    });
+
+    test('a generateId or now option that throws or gives an unusable value is an InvalidArgumentError; nothing is stored', async (kit) => {
+      const appName = kit.app();
+      const options = [
+        { generateId: () => '' },
+        { generateId: () => 42 as unknown as string },
+        {
+          generateId: (): string => {
+            throw new Error('no ids today');
+          },
+        },
+        { now: () => Number.NaN },
+        { now: () => 'soon' as unknown as number },
+        {
+          now: (): number => {
+            throw new Error('no clock');
+          },
+        },
+      ];
+      for (const option of options) {
+        const service = await kit.service(option);
+        const error = await expectCode(service.createSession({ appName, userId: 'u1' }), 'INVALID_ARGUMENT');
+        expect(error.message).toContain(Object.keys(option)[0]);
+      }
+      expect((await (await kit.service()).listSessions({ appName })).totalItems).toBe(0);
+    });
+
+    test('appendEvent without a request object is an InvalidArgumentError', async (kit) => {
+      const service = await kit.service();
+      for (const request of [undefined, null, 'event']) {
+        await expectCode(
+          service.appendEvent(request as unknown as Parameters<typeof service.appendEvent>[0]),
+          'INVALID_ARGUMENT',
+          'InvalidArgumentError',
+        );
+      }
     });
 
     test('a cycle is a StateValueError, not a crash', async (kit) => {

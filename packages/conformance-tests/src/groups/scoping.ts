@@ -1,7 +1,7 @@
 /** Scoping: a key's prefix decides who sees it, from create-state and from deltas alike. */
 import { State } from '@google/adk';
 import { expect } from 'vitest';
-import { type Group, plain, put } from '../kit.js';
+import { expectCode, type Group, makeEvent, plain, put } from '../kit.js';
 
 export const scoping: Group = {
   title: 'scoping by key prefix',
@@ -153,6 +153,29 @@ export const scoping: Group = {
       await put(service, session, third);
       await put(service, session, { x: 'by hand' });
       expect(plain((await kit.reload(session)).state)).toEqual({ x: 'by hand', 'user:x': 'third', 'app:x': 'third' });
+    });
+
+    test('an append refused before it is stored keeps what earlier appends told about write order', async (kit) => {
+      const { service, session, appName } = await kit.fresh();
+      const older = {};
+      const newer = {};
+      for (const [delta, value] of [
+        [older, 'first'],
+        [newer, 'second'],
+      ] as const) {
+        const state = new State(session.state, delta);
+        for (const key of ['x', 'user:x', 'app:x']) state.set(key, value);
+      }
+      await put(service, session, newer);
+      // An unrelated event JSON cannot carry, refused before anything is written.
+      const unstorable = makeEvent({ y: 1 });
+      (unstorable as unknown as Record<string, unknown>).customMetadata = { f: () => 1 };
+      await expectCode(service.appendEvent({ session, event: unstorable }), 'INVALID_ARGUMENT');
+      await put(service, session, older);
+      const expected = { x: 'second', 'user:x': 'second', 'app:x': 'second' };
+      expect(plain(session.state)).toEqual(expected);
+      expect(plain((await kit.reload(session)).state)).toEqual(expected);
+      expect(await service.getAppState({ appName })).toEqual({ x: 'second' });
     });
 
     test('an older context.state write appended first leaves the caller at the newer value, which its own event then stores', async (kit) => {

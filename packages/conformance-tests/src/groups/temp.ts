@@ -1,6 +1,8 @@
 /** temp: keys live for the current invocation only and are never stored anywhere. */
+
+import type { Session } from '@google/adk';
 import { expect } from 'vitest';
-import { type Group, makeEvent, plain, put } from '../kit.js';
+import { expectCode, type Group, makeEvent, plain, put } from '../kit.js';
 
 export const temp: Group = {
   title: 'temp state is never stored',
@@ -44,6 +46,48 @@ export const temp: Group = {
       expect(session.state['temp:step']).toBe(1);
       const loaded = await kit.reload(session);
       expect(plain(loaded.state)).toEqual({ done: 1 });
+    });
+
+    test('an event whose delta cannot be changed (sealed, not extensible, frozen) is stored without its temp: keys', async (kit) => {
+      const { service, session, appName } = await kit.fresh({ sessionId: 's1' });
+      const fixes: Array<(delta: Record<string, unknown>) => void> = [
+        Object.seal,
+        Object.preventExtensions,
+        Object.freeze,
+      ];
+      for (const [n, fix] of fixes.entries()) {
+        const delta = { 'temp:t': n, n };
+        fix(delta);
+        const returned = await service.appendEvent({ session, event: makeEvent(delta) });
+        expect(plain(returned.actions.stateDelta)).toEqual({ n });
+        expect(session.state['temp:t']).toBe(n);
+        // The caller's delta stays as it was given.
+        expect(delta).toEqual({ 'temp:t': n, n });
+      }
+      const loaded = await kit.reload(session);
+      expect(loaded.events.map((event) => plain(event.actions.stateDelta))).toEqual([{ n: 0 }, { n: 1 }, { n: 2 }]);
+      expect(plain(loaded.state)).toEqual({ n: 2 });
+      // A refusal of such an event is the store's typed error, the caller's delta untouched.
+      const ghost: Session = { id: 'ghost', appName, userId: 'u1', state: {}, events: [], lastUpdateTime: 0 };
+      const sealed = Object.seal({ 'temp:t': 1, n: 1 });
+      await expectCode(service.appendEvent({ session: ghost, event: makeEvent(sealed) }), 'SESSION_NOT_FOUND');
+      expect(sealed).toEqual({ 'temp:t': 1, n: 1 });
+    });
+
+    test('a frozen event is stored as JSON carries it (a toJSON value by what it returns), without temp: keys', async (kit) => {
+      const { service, session } = await kit.fresh();
+      const event = makeEvent({ 'temp:t': 1, n: 1 });
+      (event as unknown as Record<string, unknown>).customMetadata = { when: new Date(0) };
+      Object.freeze(event);
+      Object.freeze(event.actions);
+      const returned = await service.appendEvent({ session, event });
+      const expected = { when: '1970-01-01T00:00:00.000Z' };
+      expect(returned.customMetadata).toEqual(expected);
+      expect(plain(returned.actions.stateDelta)).toEqual({ n: 1 });
+      const loaded = await kit.reload(session);
+      expect(loaded.events[0]?.customMetadata).toEqual(expected);
+      expect(plain(loaded.events[0]?.actions.stateDelta)).toEqual({ n: 1 });
+      expect(session.state['temp:t']).toBe(1);
     });
 
     test('a delta of only temp: keys still stores the event, with an empty delta', async (kit) => {
