@@ -577,10 +577,13 @@ export class StateSessionService extends BaseSessionService {
       throw new InvalidArgumentError('session.lastUpdateTime', 'must be a finite number');
     }
     const writes = splitState(session.state);
-    const events = session.events.map((event) => {
+    // As an append stores them: a partial event is never stored, nor is a temp: key of a delta.
+    const events: StoredEvent[] = [];
+    for (const event of session.events) {
+      if (event?.partial === true) continue;
       assertStorableEvent(event);
-      return encodeEvent(event);
-    });
+      events.push(encodeEvent(withoutTemp(event)));
+    }
     const first = events[0]?.timestamp ?? session.lastUpdateTime;
     const input = {
       key,
@@ -953,6 +956,19 @@ function isFixedEvent(event: Event, delta: unknown, temp: ReadonlyMap<string, un
     if (Object.getOwnPropertyDescriptor(delta, tempKey)?.configurable === false) return true;
   }
   return false;
+}
+
+/** `event`, or a copy of it whose delta leaves out its `temp:` keys (the caller's event is left as it is). */
+function withoutTemp(event: Event): Event {
+  const delta: unknown = event.actions?.stateDelta;
+  if (typeof delta !== 'object' || delta === null) return event;
+  const keys = Object.keys(delta);
+  if (!keys.some((key) => scopeOf(key) === 'temp')) return event;
+  const kept: Record<string, unknown> = {};
+  for (const key of keys) {
+    if (scopeOf(key) !== 'temp') defineEntry(kept, key, (delta as Record<string, unknown>)[key]);
+  }
+  return { ...event, actions: { ...event.actions, stateDelta: kept } } as Event;
 }
 
 /** Puts the `temp:` keys an append took out of the event's delta back, as they came (the append failed). */

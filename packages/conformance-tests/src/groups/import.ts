@@ -50,6 +50,21 @@ export const importing: Group = {
       ]);
     });
 
+    test('an imported partial event is not stored, nor is a temp: key of a delta; the source is left as it was', async (kit) => {
+      const service = await kit.service();
+      const appName = kit.app();
+      const source = copied(appName, 's1');
+      const [first, second] = source.events as [Event, Event];
+      first.actions.stateDelta['temp:scratch'] = 'never stored';
+      second.partial = true;
+      expect(await service.importSession(source)).toBe('imported');
+      const loaded = await kit.reload(source);
+      expect(ids(loaded)).toEqual([first.id, 's1-e3']);
+      expect(plain(loaded.events[0]?.actions.stateDelta)).toEqual({ step: 1, 'user:seen': 1 });
+      expect(first.actions.stateDelta['temp:scratch']).toBe('never stored');
+      expect(source.events).toHaveLength(3);
+    });
+
     test('an import with an event some backends refuse (2 MB of text) stores the whole session or none of it', async (kit) => {
       const service = await kit.service();
       const appName = kit.app();
