@@ -1111,7 +1111,13 @@ const WRITE: StepKind = 'write';
 
 /** A state map (create state, event delta) must be a plain object: an array or a Map would lose its entries. */
 function assertStateMap(name: string, value: unknown): void {
-  const proto = typeof value === 'object' && value !== null ? Object.getPrototypeOf(value) : undefined;
+  let proto: unknown;
+  try {
+    proto = typeof value === 'object' && value !== null ? Object.getPrototypeOf(value) : undefined;
+  } catch (error) {
+    // A Proxy whose getPrototypeOf trap throws.
+    throw new InvalidArgumentError(name, `cannot be read (${error instanceof Error ? error.message : String(error)})`);
+  }
   if (proto !== Object.prototype && proto !== null) {
     throw new InvalidArgumentError(name, `must be a plain object of state keys, got ${describeValue(value)}`);
   }

@@ -115,6 +115,18 @@ export const rejected: Group = {
         const appended = await expectCode(put(service, session, { fine: 1, bad: make() }), 'INVALID_STATE_VALUE');
         expect((appended as { key?: string }).key, label).toBe('bad');
       }
+      // The delta itself a Proxy whose traps throw: the delta cannot be read.
+      for (const trap of ['getPrototypeOf', 'ownKeys'] as const) {
+        const delta = new Proxy(
+          {},
+          {
+            [trap]() {
+              throw new Error('trap');
+            },
+          },
+        );
+        await expectCode(put(service, session, delta), 'INVALID_ARGUMENT', 'InvalidArgumentError');
+      }
       expect(await service.getSession({ appName, userId: 'u1', sessionId: 's2' })).toBeUndefined();
       expect((await kit.reload(session)).events).toEqual([]);
       expect(await service.getUserState({ appName, userId: 'u1' })).toEqual({});
