@@ -496,10 +496,11 @@ return view or 0
  * (or at the `limit` bound), so it reads O(events returned) entries. Empty
  * arguments mean none. With `heldEvents` (a reader's copy: that many first
  * events, at `heldRevision`, under the log mark `heldMark`, the last of them
- * `heldLast`, its field in the `eventIds` hash), only the later events, or
+ * `heldLast`, its field in the `eventIds` hash, and its entry `heldEntry`
+ * or that entry's SHA1 `heldDigest` when known), only the later events, or
  * all of them when the log is no longer what the reader holds (another life,
  * an event replaced in place since, a lower revision, fewer events, another
- * event where the copy ends).
+ * event where the copy ends, or the same id there with another entry).
  * Returns 0 when the session is missing, else { head, events }: head is the
  * JSON text of { session, user, app bucket or outbox view, restart (0 | 1) },
  * events the log entries as they are.
@@ -507,7 +508,18 @@ return view or 0
 export const LOAD = define(
   'load',
   ['session', 'events', 'userState', 'app', 'eventIds'] as const,
-  ['afterTimestamp', 'limit', 'mode', 'from', 'heldEvents', 'heldRevision', 'heldMark', 'heldLast'] as const,
+  [
+    'afterTimestamp',
+    'limit',
+    'mode',
+    'from',
+    'heldEvents',
+    'heldRevision',
+    'heldMark',
+    'heldLast',
+    'heldEntry',
+    'heldDigest',
+  ] as const,
   `${NOW}${OUTBOX}
 local session = redis.call('HGETALL', KEYS.session)
 if #session == 0 then return 0 end
@@ -518,7 +530,8 @@ if ARGV.limit ~= '' then floor = math.max(0, length - tonumber(ARGV.limit)) end
 -- heldMark, gets only the later ones, unless the log is no longer what it holds (restart: the
 -- whole log): another life or an event written again in place (the mark), a lower revision, a
 -- shorter log, or another event where the held copy ends (heldLast, the id's field in the ids
--- hash, is not at that position: writes the server lost, and others since in their place).
+-- hash, is not at that position: writes the server lost, and others since in their place), or
+-- the same id there with another entry (an id the caller derives, written again after the loss).
 local restart = 0
 if ARGV.heldEvents ~= '' then
   local held = tonumber(ARGV.heldEvents)
@@ -535,8 +548,19 @@ if ARGV.heldEvents ~= '' then
   if mark ~= ARGV.heldMark or revision < tonumber(ARGV.heldRevision) or held > length then
     restart = 1
   elseif held > 0 and ARGV.heldLast ~= '' then
-    -- By the ids hash, not the entry: a check that costs the same whatever the event's size.
-    if tonumber(redis.call('HGET', KEYS.eventIds, ARGV.heldLast)) ~= held - 1 then restart = 1 end
+    if tonumber(redis.call('HGET', KEYS.eventIds, ARGV.heldLast)) ~= held - 1 then
+      restart = 1
+    elseif ARGV.heldEntry ~= '' or ARGV.heldDigest ~= '' then
+      -- The entry itself (a small one: one compare), or its SHA1 (a large one, not sent whole).
+      local entry = redis.call('LINDEX', KEYS.events, held - 1)
+      if not entry then
+        restart = 1
+      elseif ARGV.heldEntry ~= '' then
+        if entry ~= ARGV.heldEntry then restart = 1 end
+      elseif redis.sha1hex(entry) ~= ARGV.heldDigest then
+        restart = 1
+      end
+    end
   end
   if restart == 0 then floor = held end
 end

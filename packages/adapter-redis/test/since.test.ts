@@ -129,6 +129,38 @@ describe.each([
     expect(await read()).toEqual(await stored());
   });
 
+  it.each([
+    ['small', 'x'],
+    ['large (sent as its SHA1)', 'x'.repeat(20_000)],
+  ])('after lost writes, the same event id written again with other content (%s entry) is read anew', async (_size, text) => {
+    const keyPrefix = `${inject('testPrefix')}-sameid-${randomUUID().slice(0, 8)}:`;
+    const { client: wrapped, entries } = counting(client);
+    const reader = new RedisSessionService({ client: wrapped, keyPrefix, ...layout });
+    const writer = new RedisSessionService({ client, keyPrefix, logCacheBytes: 0, ...layout });
+    const key = { appName: 'app', userId: 'u1', sessionId: 's1' };
+    const append = async (event: ReturnType<typeof testEvent>) => {
+      await writer.appendEvent({ session: (await writer.getSession(key)) as Session, event });
+    };
+    const texts = async () =>
+      ((await reader.getSession(key)) as Session).events.map((e) => e.content?.parts?.[0]?.text?.slice(-12));
+    await writer.createSession(key);
+    for (let n = 1; n <= 3; n++) await append(testEvent({ n }, { timestamp: 1_000 + n }));
+    const snapshot = await keyspace(keyPrefix);
+    // An id the caller derives (say, from its invocation and step): written, lost, then written with other content.
+    const step4 = (answer: number) =>
+      Object.assign(testEvent({ answer }, { timestamp: 1_004, text: `${text} said ${answer}` }), { id: 'step-4' });
+    await append(step4(42));
+    expect(await texts()).toHaveLength(4);
+    await restore(keyPrefix, snapshot);
+    await append(step4(7));
+    expect((await texts()).at(-1)).toBe(`${text} said 7`.slice(-12));
+    expect(((await reader.getSession(key)) as Session).state.answer).toBe(7);
+    // Nothing lost or changed since: the next read is incremental again.
+    await append(testEvent({ n: 5 }, { timestamp: 1_005 }));
+    expect(await texts()).toHaveLength(5);
+    expect(entries.at(-1)).toBe(1);
+  });
+
   /** Every key under `prefix`, dumped. */
   async function keyspace(prefix: string): Promise<Map<string, Buffer>> {
     const dumps = new Map<string, Buffer>();

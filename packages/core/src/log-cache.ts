@@ -25,6 +25,8 @@ export interface CachedLog {
    * extend this map; a copy trusts only the positions below its length.
    */
   positions: Map<string, number>;
+  /** The stored form of the last event of `events` (absent for an empty log). */
+  last?: StoredEvent;
   /** What the entry costs, by {@link logBytes}. */
   bytes: number;
 }

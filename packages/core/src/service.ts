@@ -52,6 +52,7 @@ import {
 } from './scopes.js';
 import type {
   AppendResult,
+  HeldSession,
   LoadResult,
   SessionHead,
   SessionRecord,
@@ -304,13 +305,15 @@ export class StateSessionService extends BaseSessionService {
       assertReadableHead(session);
       const decoded = this.#decodeHeld(loaded.events);
       const positions = firstPositions(decoded);
-      const entry = {
+      const entry: CachedLog = {
         revision: session.revision,
         logMark: loaded.logMark,
         events: decoded,
         positions,
         bytes: logBytes(loaded.events),
       };
+      const last = loaded.events[loaded.events.length - 1];
+      if (last !== undefined) entry.last = last;
       keepNewer(cache, cacheKey, undefined, entry);
       return { session, userState, appState, decoded, length: decoded.length, positions };
     }
@@ -322,7 +325,7 @@ export class StateSessionService extends BaseSessionService {
         revision: held.revision,
         logMark: held.logMark,
         events: heldLength,
-        ...(heldLength > 0 ? { lastEventId: held.events[heldLength - 1]?.id } : {}),
+        ...heldLast(held, heldLength),
       },
       call,
     );
@@ -338,13 +341,16 @@ export class StateSessionService extends BaseSessionService {
     if (since.logMark === undefined) cache.delete(cacheKey);
     else {
       const bytes = since.restart ? logBytes(since.events) : held.bytes + logBytes(since.events) - logBytes([]);
-      keepNewer(cache, cacheKey, held, {
+      const entry: CachedLog = {
         revision: since.session.revision,
         logMark: since.logMark,
         events: decoded,
         positions,
         bytes,
-      });
+      };
+      const last = since.events[since.events.length - 1] ?? (since.restart ? undefined : held.last);
+      if (last !== undefined) entry.last = last;
+      keepNewer(cache, cacheKey, held, entry);
     }
     const { session, userState, appState } = since;
     return { session, userState, appState, decoded, length: decoded.length, positions };
@@ -1068,6 +1074,16 @@ function decodeStored<T>(operation: string, mayHaveApplied: boolean, decode: () 
  * session put a log in its place that is at least as new (reads of one
  * session may overlap: the newer one stays).
  */
+/**
+ * What a read tells the store of the last event a cached copy holds: its id,
+ * and its stored form when the entry's is that event's.
+ */
+function heldLast(held: CachedLog, length: number): Pick<HeldSession, 'lastEventId' | 'lastEvent'> {
+  if (length === 0) return {};
+  const id = (held.events[length - 1] as Event).id;
+  return held.last?.id === id ? { lastEventId: id, lastEvent: held.last } : { lastEventId: id };
+}
+
 function keepNewer(cache: LogCache, cacheKey: string, replaced: CachedLog | undefined, entry: CachedLog): void {
   const current = cache.get(cacheKey);
   if (current !== replaced && current !== undefined && current.revision >= entry.revision) return;

@@ -83,6 +83,15 @@ export interface HeldSession {
    * at position `events - 1`, and sends the whole log when it does not.
    */
   lastEventId?: string;
+  /**
+   * The stored form of that last event, as the copy read it, when the
+   * service still has it. The same id can come back with other content
+   * where writes were lost (an id a caller derives, written again after a
+   * failover): a store on a backend that can lose writes compares this too
+   * (its content, or a digest of it), and sends the whole log when it
+   * differs. Absent when unknown: the id alone is checked then.
+   */
+  lastEvent?: StoredEvent;
 }
 
 /**

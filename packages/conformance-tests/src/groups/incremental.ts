@@ -7,7 +7,18 @@
  */
 import type { Event, Session } from '@google/adk';
 import { expect } from 'vitest';
-import { allAwaited, expectCode, type Group, handed, ids, plain, put, type TestKit, whileWriting } from '../kit.js';
+import {
+  allAwaited,
+  expectCode,
+  type Group,
+  handed,
+  ids,
+  nextTime,
+  plain,
+  put,
+  type TestKit,
+  whileWriting,
+} from '../kit.js';
 import type { ConformanceService, ConformanceServiceOptions } from '../target.js';
 
 /** What a read shows, as plain data: the state and every event as JSON. */
@@ -336,6 +347,18 @@ export const incremental: Group = {
           current = (await plainReader.getSession(key)) as Session;
           await put(plainReader, current, { n: 8 }, { text: 'turn 7' });
           await expectSameRead(reader, plainReader, key, 'after one more append');
+
+          // An id the caller derives, appended, lost, and appended again with other content at the same instant.
+          restore = await control.snapshot(key);
+          current = (await plainReader.getSession(key)) as Session;
+          const derived = { id: 'step-8', timestamp: nextTime() };
+          await put(plainReader, current, { n: 9 }, { ...derived, text: 'step 8, lost' });
+          expect(textOf(await reader.getSession(key), 7)).toBe('step 8, lost');
+          await restore();
+          current = (await plainReader.getSession(key)) as Session;
+          await put(plainReader, current, { n: 10 }, { ...derived, text: 'step 8, after the loss' });
+          read = await expectSameRead(reader, plainReader, key, 'after a lost append and another under its id');
+          expect(textOf(read, 7)).toBe('step 8, after the loss');
         },
         { requires: ['sharedBackend', 'lostWrites'] },
       );
