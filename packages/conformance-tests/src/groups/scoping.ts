@@ -1,7 +1,24 @@
 /** Scoping: a key's prefix decides who sees it, from create-state and from deltas alike. */
-import { State } from '@google/adk';
+import { type Session, State } from '@google/adk';
 import { expect } from 'vitest';
 import { expectCode, type Group, makeEvent, plain, put } from '../kit.js';
+
+/**
+ * The deltas of two branches of one invocation that each wrote `x`, `user:x`
+ * and `app:x` through ADK's State (context.state), the older write first.
+ */
+function branchWrites(
+  session: Session,
+  older: string,
+  newer: string,
+): [Record<string, unknown>, Record<string, unknown>] {
+  const deltas: [Record<string, unknown>, Record<string, unknown>] = [{}, {}];
+  for (const [at, value] of [older, newer].entries()) {
+    const state = new State(session.state, deltas[at]);
+    for (const key of ['x', 'user:x', 'app:x']) state.set(key, value);
+  }
+  return deltas;
+}
 
 export const scoping: Group = {
   title: 'scoping by key prefix',
@@ -157,15 +174,7 @@ export const scoping: Group = {
 
     test('an append refused before it is stored keeps what earlier appends told about write order', async (kit) => {
       const { service, session, appName } = await kit.fresh();
-      const older = {};
-      const newer = {};
-      for (const [delta, value] of [
-        [older, 'first'],
-        [newer, 'second'],
-      ] as const) {
-        const state = new State(session.state, delta);
-        for (const key of ['x', 'user:x', 'app:x']) state.set(key, value);
-      }
+      const [older, newer] = branchWrites(session, 'first', 'second');
       await put(service, session, newer);
       // An unrelated event JSON cannot carry, refused before anything is written.
       const unstorable = makeEvent({ y: 1 });
@@ -180,15 +189,7 @@ export const scoping: Group = {
 
     test('an older context.state write appended first leaves the caller at the newer value, which its own event then stores', async (kit) => {
       const { service, session } = await kit.fresh();
-      const early = {};
-      const late = {};
-      for (const [delta, value] of [
-        [early, 'early'],
-        [late, 'late'],
-      ] as const) {
-        const state = new State(session.state, delta);
-        for (const key of ['x', 'user:x', 'app:x']) state.set(key, value);
-      }
+      const [early, late] = branchWrites(session, 'early', 'late');
       const expected = { x: 'late', 'user:x': 'late', 'app:x': 'late' };
       // Sibling branches: the earlier write's event is appended first, as ADK's own test does it.
       await put(service, session, early);
