@@ -17,7 +17,7 @@ export class DocumentTooLargeError extends InvalidArgumentError {
   constructor(what: string, bytes: number) {
     super(
       what,
-      `would be stored as a Firestore document of ${bytes} bytes, over the ${MAX_DOCUMENT_BYTES}-byte (1 MiB) limit; nothing was written. Keep large payloads (files, long transcripts) in artifacts or object storage and put a reference in state`,
+      `would be stored as a Firestore document of ${bytes} bytes, at or over the ${MAX_DOCUMENT_BYTES}-byte (1 MiB) limit; nothing was written. Keep large payloads (files, long transcripts) in artifacts or object storage and put a reference in state`,
     );
     this.bytes = bytes;
     this.limit = MAX_DOCUMENT_BYTES;
@@ -56,8 +56,9 @@ export function nameSize(path: string): number {
   return path.split('/').reduce((sum, segment) => sum + utf8(segment) + 1, 0) + 16;
 }
 
-/** Throws {@link DocumentTooLargeError} when a document with this path and fields would exceed 1 MiB. */
+/** Throws {@link DocumentTooLargeError} when a document with this path and fields would reach 1 MiB. */
 export function assertDocumentFits(what: string, path: string, fields: Record<string, unknown>): void {
   const bytes = nameSize(path) + fieldsSize(fields) + 32;
-  if (bytes > MAX_DOCUMENT_BYTES) throw new DocumentTooLargeError(what, bytes);
+  // Firestore refuses a document of exactly 1 MiB too.
+  if (bytes >= MAX_DOCUMENT_BYTES) throw new DocumentTooLargeError(what, bytes);
 }

@@ -143,6 +143,48 @@ describe('honest outcomes', () => {
     ).toBeUndefined();
   });
 
+  /** A client whose first commit goes through but whose answer is lost: `between` runs, then the client retries. */
+  const answerLost = (between: () => Promise<void>) =>
+    faulty(async (body, real) => {
+      await real(body);
+      await between();
+      return real(body);
+    });
+
+  it('an append whose answer was lost, retried by the client after another writer appended, succeeds', async () => {
+    const appName = app();
+    const key = { appName, userId: 'u', sessionId: 's' };
+    const other = new FirestoreSessionService({ firestore, rootCollection, logCacheBytes: 0 });
+    const event = (id: string, x: string) =>
+      createEvent({ id, invocationId: 'i', author: 'a', timestamp: Date.now(), actions: { stateDelta: { x } } });
+    const client = answerLost(async () => {
+      const current = await other.getSession(key);
+      await other.appendEvent({ session: current as NonNullable<typeof current>, event: event('e2', 'from e2') });
+    });
+    const service = new FirestoreSessionService({ firestore: client, rootCollection });
+    const session = await other.createSession(key);
+    await service.appendEvent({ session, event: event('e1', 'from e1') });
+    const stored = await other.getSession(key);
+    expect(stored?.events.map((each) => each.id)).toEqual(['e1', 'e2']);
+    expect(stored?.state).toEqual({ x: 'from e2' });
+  });
+
+  it('a create whose answer was lost, the session then deleted and created again by another, may have applied', async () => {
+    const appName = app();
+    const key = { appName, userId: 'u', sessionId: 's' };
+    const other = new FirestoreSessionService({ firestore, rootCollection });
+    const client = answerLost(async () => {
+      await other.deleteSession(key);
+      await other.createSession({ ...key, state: { by: 'other' } });
+    });
+    const service = new FirestoreSessionService({ firestore: client, rootCollection });
+    const error = await service.createSession({ ...key, state: { by: 'this', 'user:a': 1 } }).catch((e) => e);
+    expect(error).toBeInstanceOf(BackendError);
+    expect((error as BackendError).mayHaveApplied).toBe(true);
+    // Its user: write went through: a "nothing was written" answer would have been false.
+    expect(await other.getUserState(key)).toEqual({ a: 1 });
+  });
+
   it('stops a transaction at its next attempt once the deadline has passed', async () => {
     let attempts = 0;
     const client = faulty(async (body) => {

@@ -136,6 +136,37 @@ describe('the 1 MiB document limit', () => {
     await sessions.appendEvent({ session, event: event({ ok: 1 }) });
   });
 
+  it('stores every session document the size check lets through, up to the last byte', async () => {
+    const sessions = service();
+    const appName = app();
+    /** The session created with each length that passed the check. */
+    const created = new Map<number, string>();
+    /** Whether a session whose state holds `length` characters passes the check; if so it must be stored. */
+    const fits = async (length: number): Promise<boolean> => {
+      const sessionId = `s${length}`;
+      try {
+        await sessions.createSession({ appName, userId: 'u', sessionId, state: { big: 'x'.repeat(length) } });
+        created.set(length, sessionId);
+        return true;
+      } catch (error) {
+        if (error instanceof DocumentTooLargeError) return false;
+        throw error;
+      }
+    };
+    let low = 1_040_000;
+    let high = 1_050_000;
+    expect(await fits(low)).toBe(true);
+    expect(await fits(high)).toBe(false);
+    while (high - low > 1) {
+      const middle = Math.floor((low + high) / 2);
+      if (await fits(middle)) low = middle;
+      else high = middle;
+    }
+    // The largest state the check lets through was stored, and reads back.
+    const largest = await sessions.getSession({ appName, userId: 'u', sessionId: created.get(low) as string });
+    expect((largest?.state.big as string).length).toBe(low);
+  });
+
   it('refuses session, user and app state that would outgrow its document', async () => {
     const sessions = service();
     const appName = app();
