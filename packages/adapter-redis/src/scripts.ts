@@ -881,16 +881,18 @@ return ARGV.value
 );
 
 /**
- * The layout of a key prefix: records `shards` when nothing is recorded yet,
- * and returns what is recorded.
+ * The layout of a key prefix: returns what is recorded; when nothing is,
+ * records `shards` (a write, `record` set) or returns '' (a read).
  */
 export const LAYOUT = define(
   'layout',
   ['layout'] as const,
-  ['shards'] as const,
+  ['shards', 'record'] as const,
   `
 local recorded = redis.call('HGET', KEYS.layout, ${F.shards})
 if recorded then return recorded end
+-- A read records nothing: '' (no layout yet), and the first write records it.
+if ARGV.record == '' then return '' end
 redis.call('HSET', KEYS.layout, ${F.shards}, ARGV.shards)
 return ARGV.shards
 `,

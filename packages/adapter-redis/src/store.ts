@@ -731,22 +731,28 @@ export class RedisStore implements SessionStore {
    * check is tried again by the next call; a disagreement fails every call.
    */
   #checkLayout(operation: string, call: StoreCall | undefined): Promise<void> {
-    this.#layout ??= (async () => {
-      const recorded = await this.#run(
-        operation,
-        false,
-        call,
-        LAYOUT,
-        keyList(LAYOUT, { layout: layoutKey(this.#prefix) }),
-        argList(LAYOUT, { shards: String(this.#shards) }),
-      );
-      if (Number(recorded) !== this.#shards) throw new RedisLayoutError(this.#prefix, Number(recorded), this.#shards);
-      this.#layoutChecked = true;
-    })().catch((error: unknown) => {
+    // A read on a prefix with no layout yet records none (there is nothing to read): it asks again next time.
+    if (!LAYOUT_WRITES.has(operation) && this.#layout === undefined) return this.#readLayout(operation, call, false);
+    this.#layout ??= this.#readLayout(operation, call, true).catch((error: unknown) => {
       if (!(error instanceof RedisLayoutError)) this.#layout = undefined;
       throw error;
     });
     return this.#layout;
+  }
+
+  /** Checks the layout recorded under the prefix against this service's; when `record`, records it if none is. */
+  async #readLayout(operation: string, call: StoreCall | undefined, record: boolean): Promise<void> {
+    const recorded = await this.#run(
+      operation,
+      false,
+      call,
+      LAYOUT,
+      keyList(LAYOUT, { layout: layoutKey(this.#prefix) }),
+      argList(LAYOUT, { shards: String(this.#shards), record: record ? '1' : '' }),
+    );
+    if (recorded === '') return;
+    if (Number(recorded) !== this.#shards) throw new RedisLayoutError(this.#prefix, Number(recorded), this.#shards);
+    this.#layoutChecked = true;
   }
 
   /**
@@ -892,6 +898,9 @@ function toRecord(key: SessionKey, flat: readonly string[]): SessionRecord {
  * holds a raw line break, so the first one ends the header; the timestamp
  * leads so the load script can read it without parsing the event.
  */
+/** The calls that record the layout of a prefix that has none: the writes (a read records nothing). */
+const LAYOUT_WRITES: ReadonlySet<string> = new Set(['createSession', 'importSession', 'appendEvent', 'deleteSession']);
+
 /**
  * Up to this many characters the held copy's last entry is sent whole for the
  * read script to compare; a longer one is sent as its SHA1.

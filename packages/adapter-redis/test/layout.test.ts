@@ -68,11 +68,21 @@ describe('the layout record of a key prefix', () => {
     expect(await first.getAppState({ appName: 'app' })).toEqual({ a: 1 });
   });
 
-  it('on a prefix with no record, each service records its own layout only once the first call reaches the server', async () => {
+  it('on a prefix with no record, reads write nothing, and the first write records the layout', async () => {
     const keyPrefix = `${inject('testPrefix')}-layout-${randomUUID().slice(0, 8)}:`;
-    const service = new RedisSessionService({ client, keyPrefix });
-    expect(await client.exists(layoutKey(keyPrefix))).toBe(0);
-    expect(await service.getAppState({ appName: 'app' })).toEqual({});
+    const reader = new RedisSessionService({ client, keyPrefix, shards: 4 });
+    const key = { appName: 'app', userId: 'u1', sessionId: 's1' };
+    // A tool that only looks (a listing, an inspection) leaves the prefix as it found it.
+    expect(await reader.getAppState({ appName: 'app' })).toEqual({});
+    expect(await reader.getUserState(key)).toEqual({});
+    expect(await reader.getSession(key)).toBeUndefined();
+    expect((await reader.listSessions({ appName: 'app' })).sessions).toEqual([]);
+    expect(await keysUnder(keyPrefix)).toEqual([]);
+    // So the service that writes first still chooses the layout.
+    const writer = new RedisSessionService({ client, keyPrefix });
+    await writer.createSession({ ...key, state: { n: 1 } });
     expect(await client.hget(layoutKey(keyPrefix), 'shards')).toBe('1');
+    await expect(reader.getSession(key)).rejects.toBeInstanceOf(RedisLayoutError);
+    await expect(reader.createSession({ ...key, sessionId: 's2' })).rejects.toBeInstanceOf(RedisLayoutError);
   });
 });

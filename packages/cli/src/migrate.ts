@@ -21,6 +21,7 @@
  * be `target` (leave every conflict alone) or `source` (the source always
  * wins, `--overwrite`). Keys that only the target holds are never removed.
  */
+import { isDeepStrictEqual } from 'node:util';
 import { type BackendError, isAdkStateError } from '@adk-state/core';
 import { scopeOf } from '@adk-state/core/store';
 import type { BaseSessionService, Event, Session } from '@google/adk';
@@ -168,11 +169,19 @@ function eventData(events: readonly Event[]): unknown[] {
 /** The keys of one scope (`session` for un-prefixed keys), as stored JSON. */
 function scopeState(state: Record<string, unknown>, scope: 'session' | 'user' | 'app'): Record<string, unknown> {
   const result: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(state)) if (scopeOf(key) === scope) result[key] = value;
+  for (const [key, value] of Object.entries(state)) {
+    // Defined, not assigned: a key named __proto__ is a key like any other.
+    if (scopeOf(key) === scope)
+      Object.defineProperty(result, key, { value, enumerable: true, writable: true, configurable: true });
+  }
   return JSON.parse(JSON.stringify(result)) as Record<string, unknown>;
 }
 
-const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
+/**
+ * Whether two stored JSON values are the same data: objects key by key in any
+ * order (stores hand keys back in orders of their own), arrays in order.
+ */
+const same = (a: unknown, b: unknown) => isDeepStrictEqual(a, b);
 
 /**
  * What to do with a source session given what the target holds, before any
@@ -181,18 +190,34 @@ const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b)
  */
 export function decide(source: Session, target: Session | undefined): SessionDecision {
   if (!target) return 'copy';
+  if (sameSession(source, target)) return 'unchanged';
   const sourceEvents = eventData(source.events);
   const targetEvents = eventData(target.events);
-  if (
-    target.lastUpdateTime === source.lastUpdateTime &&
-    same(sourceEvents, targetEvents) &&
-    same(scopeState(source.state, 'session'), scopeState(target.state, 'session'))
-  ) {
-    return 'unchanged';
-  }
   const prefix =
     targetEvents.length <= sourceEvents.length && targetEvents.every((event, n) => same(event, sourceEvents[n]));
   return prefix && target.lastUpdateTime <= source.lastUpdateTime ? 'update' : 'conflict';
+}
+
+/** Whether two reads of a session hold the same data: its own keys, its events and its lastUpdateTime. */
+function sameSession(a: Session, b: Session): boolean {
+  return (
+    a.lastUpdateTime === b.lastUpdateTime &&
+    same(eventData(a.events), eventData(b.events)) &&
+    same(scopeState(a.state, 'session'), scopeState(b.state, 'session'))
+  );
+}
+
+/**
+ * Reads the target's session again just before it is replaced: a session
+ * that took writes of its own since the run read it is left as it is, and
+ * the run fails for it (a later run decides it again).
+ */
+async function assertTargetAsRead(target: BaseSessionService, read: Session): Promise<void> {
+  const now = await target.getSession({ appName: read.appName, userId: read.userId, sessionId: read.id });
+  if (now && sameSession(now, read)) return;
+  throw new Error(
+    `the target's session ${now ? 'changed' : 'was deleted'} during the run, after it was compared; it was left as it is (run again to decide it anew)`,
+  );
 }
 
 /** Whether the source wins a conflict whose sides last wrote at these times. */
@@ -539,6 +564,7 @@ export async function copyAll(
             if (decision === 'copy' || decision === 'update') {
               const state = { ...scopeState(full.state, 'session'), ...pending };
               if (!options.dryRun) {
+                if (decision === 'update' && item.existing) await assertTargetAsRead(target, item.existing);
                 const outcome = await target.importSession({ ...full, state }, { replace: decision === 'update' });
                 if (outcome === 'exists') throw new Error('another writer created it in the target during the run');
               }

@@ -1,0 +1,156 @@
+/**
+ * `adk-state migrate` copies exactly and decides again exactly: state keys in
+ * any order the target hands them back (a Redis hash reorders its fields once
+ * a value is long), a state key named `__proto__`, a target session that took
+ * a write of its own while the run was going, and stores that are only looked
+ * at (a source, a dry run's target, `inspect`) are left as they were.
+ */
+import { execFileSync } from 'node:child_process';
+import { RedisSessionService } from '@adk-state/adapter-redis';
+import { type RedisServer, startRedisServer } from '@adk-state/test-servers/redis';
+import { createEvent, type Session } from '@google/adk';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { migrate } from '../src/index.js';
+import { runCli } from './support/cli-process.js';
+
+const T0 = 1_700_000_000_000;
+
+/** A state with a value over Redis's 64-byte small-hash limit, many keys, and a key named `__proto__`. */
+function awkwardState(): Record<string, unknown> {
+  const state: Record<string, unknown> = { long: 'x'.repeat(200) };
+  for (let n = 0; n < 150; n++) state[`k${n}`] = n;
+  Object.defineProperty(state, '__proto__', {
+    value: { later: 2 },
+    enumerable: true,
+    writable: true,
+    configurable: true,
+  });
+  return state;
+}
+
+describe('adk-state migrate, exactly', () => {
+  let redis: RedisServer;
+  let raw: Redis;
+  const uri = (db: number) => `${redis.url}/${db}`;
+
+  beforeAll(async () => {
+    redis = await startRedisServer();
+    raw = new Redis(redis.url);
+  });
+  afterAll(async () => {
+    raw?.disconnect();
+    await redis?.stop();
+  });
+
+  /** How many keys database `db` holds. */
+  async function keysIn(db: number): Promise<number> {
+    await raw.select(db);
+    return raw.dbsize();
+  }
+
+  it('copies a long value, 150 keys and a __proto__ key exactly, and a second run finds 0 changes', async () => {
+    const source = new RedisSessionService({ url: uri(1) });
+    const target = new RedisSessionService({ url: uri(2) });
+    const key = { appName: 'shop', userId: 'ada', sessionId: 's1' };
+    try {
+      const session = await source.createSession({ ...key, state: awkwardState() });
+      await source.appendEvent({
+        session,
+        event: createEvent({
+          invocationId: 'i',
+          author: 'agent',
+          timestamp: T0,
+          actions: { stateDelta: { n: 1 } } as never,
+        }),
+      });
+      const args = ['migrate', '--from', uri(1), '--to', uri(2), '--app', 'shop', '--verify'];
+      let run = await runCli(args);
+      expect(run.code, run.stdout + run.stderr).toBe(0);
+      expect(run.stdout).toContain('verify: 0 differences');
+      const copy = (await target.getSession(key)) as Session;
+      expect(Object.hasOwn(copy.state, '__proto__')).toBe(true);
+      expect(JSON.parse(JSON.stringify(copy.state))).toEqual(
+        JSON.parse(JSON.stringify((await source.getSession(key))?.state)),
+      );
+      for (let again = 0; again < 2; again++) {
+        run = await runCli(args);
+        expect(run.code, run.stdout + run.stderr).toBe(0);
+        expect(run.stdout).toContain('copied 0 new and 0 updated sessions');
+        expect(run.stdout).toContain('0 changes in all');
+      }
+    } finally {
+      await Promise.all([source.close(), target.close()]);
+    }
+  }, 120_000);
+
+  it('leaves a target session alone that took a write of its own after the run compared it', async () => {
+    const source = new RedisSessionService({ url: uri(3) });
+    const target = new RedisSessionService({ url: uri(4) });
+    const keys = ['s1', 's2'].map((sessionId) => ({ appName: 'shop', userId: 'ada', sessionId }));
+    const event = (timestamp: number, delta: Record<string, unknown>) =>
+      createEvent({
+        invocationId: `at-${timestamp}`,
+        author: 'agent',
+        timestamp,
+        actions: { stateDelta: delta } as never,
+      });
+    try {
+      for (const key of keys) {
+        const session = await source.createSession(key);
+        await source.appendEvent({ session, event: event(T0, { step: 1 }) });
+      }
+      const run = async (onProgress?: () => void) =>
+        migrate({ from: uri(3), to: uri(4), appName: 'shop', ...(onProgress ? { onProgress } : {}) });
+      expect((await run()).failed).toEqual([]);
+      // The source moves on, so the run will replace both copies.
+      for (const key of keys) {
+        await source.appendEvent({
+          session: (await source.getSession(key)) as Session,
+          event: event(T0 + 1, { step: 2 }),
+        });
+      }
+      // Once the first copy is replaced (both were compared before), the app writes to the second one.
+      let written = false;
+      const report = await run(() => {
+        if (written) return;
+        written = true;
+        const script = `
+          const { RedisSessionService } = await import('@adk-state/adapter-redis');
+          const { createEvent } = await import('@google/adk');
+          const service = new RedisSessionService({ url: ${JSON.stringify(uri(4))} });
+          const key = ${JSON.stringify(keys[1])};
+          const session = await service.getSession(key);
+          await service.appendEvent({ session, event: createEvent({ invocationId: 'app', author: 'agent', timestamp: ${T0 + 5}, actions: { stateDelta: { mine: true } } }) });
+          await service.close();`;
+        execFileSync(process.execPath, ['--input-type=module', '-e', script], { cwd: import.meta.dirname });
+      });
+      expect(written).toBe(true);
+      expect(report.failed.map((failure) => failure.session)).toEqual(['shop/ada/s2']);
+      expect(JSON.stringify(report.failed)).toContain('changed during the run');
+      const kept = (await target.getSession(keys[1] as (typeof keys)[number])) as Session;
+      expect(kept.events.map((each) => each.invocationId)).toEqual([`at-${T0}`, 'app']);
+      expect(kept.state).toEqual({ step: 1, mine: true });
+      expect((await target.getSession(keys[0] as (typeof keys)[number]))?.state).toEqual({ step: 2 });
+    } finally {
+      await Promise.all([source.close(), target.close()]);
+    }
+  }, 120_000);
+
+  it('inspect, a migrate from an empty database and a dry run into one write nothing to them', async () => {
+    expect(await keysIn(5)).toBe(0);
+    const inspected = await runCli(['inspect', uri(5), '--app', 'shop']);
+    expect(inspected.code, inspected.stdout + inspected.stderr).toBe(0);
+    await runCli(['migrate', '--from', uri(5), '--to', uri(6), '--app', 'shop']);
+    expect(await keysIn(5)).toBe(0);
+    const source = new RedisSessionService({ url: uri(7) });
+    try {
+      await source.createSession({ appName: 'shop', userId: 'ada', sessionId: 's1' });
+      const dry = await runCli(['migrate', '--from', uri(7), '--to', uri(8), '--app', 'shop', '--dry-run']);
+      expect(dry.stdout).toContain('dry run');
+      expect(await keysIn(8)).toBe(0);
+    } finally {
+      await source.close();
+    }
+  }, 120_000);
+});
