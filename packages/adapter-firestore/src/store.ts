@@ -337,18 +337,6 @@ export class FirestoreStore implements SessionStore {
     const written = `${incarnation}.${input.revision}`;
     const userIdentity = { appName: head.appName, userId: head.userId };
     const appIdentity = { appName: head.appName };
-    // How many attempts handed their writes to a commit: a later attempt (the client retries a
-    // transaction whose commit failed) cannot tell whether an earlier one went through.
-    let staged = 0;
-    /** A session found under the key: another's, unless an earlier attempt of this call may have committed. */
-    const taken = (earlierStaged: boolean): { status: 'exists' } => {
-      if (!earlierStaged) return { status: 'exists' };
-      throw new BackendError(
-        'createSession',
-        new Error('the session was created, perhaps by this call, and has been changed or created again since'),
-        { mayHaveApplied: true },
-      );
-    };
     for (let round = 1; ; round++) {
       let attempt: CreateAttempt;
       try {
@@ -363,20 +351,18 @@ export class FirestoreStore implements SessionStore {
                 appState: decodeState(app?.get('state')),
               };
             }
-            return taken(staged > 0);
+            return { status: 'exists' };
           }
           const leftovers = await tx.get(refs.events.select().limit(1));
           if (!leftovers.empty) return { status: 'leftovers' };
           tx.create(refs.session, fields);
           const userState = this.#mergeBucket(tx, refs.user, user, userDelta, userIdentity, written);
           const appState = this.#mergeBucket(tx, refs.app, app, appDelta, appIdentity, written);
-          staged++;
           return { status: 'created', userState, appState };
         });
       } catch (error) {
-        // Another writer created the session between this transaction's read and its commit: this commit
-        // wrote nothing (an earlier one of this call may have).
-        if (grpcCode(error) === ALREADY_EXISTS) return taken(staged > 1);
+        // Another writer created the session between this transaction's read and its commit; nothing was written.
+        if (grpcCode(error) === ALREADY_EXISTS) return { status: 'exists' };
         throw error;
       }
       if (attempt.status !== 'leftovers') return attempt;

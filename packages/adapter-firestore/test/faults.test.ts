@@ -169,22 +169,6 @@ describe('honest outcomes', () => {
     expect(stored?.state).toEqual({ x: 'from e2' });
   });
 
-  it('a create whose answer was lost, the session then deleted and created again by another, may have applied', async () => {
-    const appName = app();
-    const key = { appName, userId: 'u', sessionId: 's' };
-    const other = new FirestoreSessionService({ firestore, rootCollection });
-    const client = answerLost(async () => {
-      await other.deleteSession(key);
-      await other.createSession({ ...key, state: { by: 'other' } });
-    });
-    const service = new FirestoreSessionService({ firestore: client, rootCollection });
-    const error = await service.createSession({ ...key, state: { by: 'this', 'user:a': 1 } }).catch((e) => e);
-    expect(error).toBeInstanceOf(BackendError);
-    expect((error as BackendError).mayHaveApplied).toBe(true);
-    // Its user: write went through: a "nothing was written" answer would have been false.
-    expect(await other.getUserState(key)).toEqual({ a: 1 });
-  });
-
   it('stops a transaction at its next attempt once the deadline has passed', async () => {
     let attempts = 0;
     const client = faulty(async (body) => {
