@@ -497,7 +497,7 @@ return view or 0
  * arguments mean none. With `heldEvents` (a reader's copy: that many first
  * events, at `heldRevision`, under the log mark `heldMark`, the last of them
  * `heldLast`, its field in the `eventIds` hash, and its entry `heldEntry`
- * or that entry's SHA1 `heldDigest` when known), only the later events, or
+ * when known), only the later events, or
  * all of them when the log is no longer what the reader holds (another life,
  * an event replaced in place since, a lower revision, fewer events, another
  * event where the copy ends, or the same id there with another entry).
@@ -518,7 +518,6 @@ export const LOAD = define(
     'heldMark',
     'heldLast',
     'heldEntry',
-    'heldDigest',
   ] as const,
   `${NOW}${OUTBOX}
 local session = redis.call('HGETALL', KEYS.session)
@@ -550,16 +549,9 @@ if ARGV.heldEvents ~= '' then
   elseif held > 0 and ARGV.heldLast ~= '' then
     if tonumber(redis.call('HGET', KEYS.eventIds, ARGV.heldLast)) ~= held - 1 then
       restart = 1
-    elseif ARGV.heldEntry ~= '' or ARGV.heldDigest ~= '' then
-      -- The entry itself (a small one: one compare), or its SHA1 (a large one, not sent whole).
-      local entry = redis.call('LINDEX', KEYS.events, held - 1)
-      if not entry then
-        restart = 1
-      elseif ARGV.heldEntry ~= '' then
-        if entry ~= ARGV.heldEntry then restart = 1 end
-      elseif redis.sha1hex(entry) ~= ARGV.heldDigest then
-        restart = 1
-      end
+    elseif ARGV.heldEntry ~= '' and redis.call('LINDEX', KEYS.events, held - 1) ~= ARGV.heldEntry then
+      -- The entry itself, when the reader sent it (a small one): the same id with other content.
+      restart = 1
     end
   end
   if restart == 0 then floor = held end

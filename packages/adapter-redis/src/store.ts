@@ -12,7 +12,7 @@
  * requests.
  */
 
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { InvalidArgumentError } from '@adk-state/core';
 import type {
@@ -381,7 +381,7 @@ export class RedisStore implements SessionStore {
       heldRevision: held ? String(held.revision) : '',
       heldMark: held ? held.logMark : '',
       heldLast: held?.lastEventId === undefined ? '' : encodeText(held.lastEventId),
-      ...heldEntryArguments(held),
+      heldEntry: heldEntryArgument(held),
     };
     const load = async (from: string) => {
       const reply = await this.#run('getSession', false, call, LOAD, loadKeys, argList(LOAD, { ...bounds, from }));
@@ -901,19 +901,10 @@ function toRecord(key: SessionKey, flat: readonly string[]): SessionRecord {
 /** The calls that record the layout of a prefix that has none: the writes (a read records nothing). */
 const LAYOUT_WRITES: ReadonlySet<string> = new Set(['createSession', 'importSession', 'appendEvent', 'deleteSession']);
 
-/**
- * Up to this many characters the held copy's last entry is sent whole for the
- * read script to compare; a longer one is sent as its SHA1.
- */
-const HELD_ENTRY_LIMIT = 4096;
-
-/** The read script's `heldEntry` and `heldDigest`: the held copy's last entry, or its SHA1, when known. */
-function heldEntryArguments(held: HeldSession | undefined): { heldEntry: string; heldDigest: string } {
+/** The read script's `heldEntry`: the held copy's last entry, when core passed its stored form. */
+function heldEntryArgument(held: HeldSession | undefined): string {
   const last = held?.lastEvent;
-  if (last === undefined || last.id !== held?.lastEventId) return { heldEntry: '', heldDigest: '' };
-  const entry = encodeEntry(last);
-  if (entry.length <= HELD_ENTRY_LIMIT) return { heldEntry: entry, heldDigest: '' };
-  return { heldEntry: '', heldDigest: createHash('sha1').update(entry, 'utf8').digest('hex') };
+  return last === undefined || last.id !== held?.lastEventId ? '' : encodeEntry(last);
 }
 
 function encodeEntry(event: StoredEvent): string {

@@ -129,10 +129,8 @@ describe.each([
     expect(await read()).toEqual(await stored());
   });
 
-  it.each([
-    ['small', 'x'],
-    ['large (sent as its SHA1)', 'x'.repeat(20_000)],
-  ])('after lost writes, the same event id written again with other content (%s entry) is read anew', async (_size, text) => {
+  it('after lost writes, the same event id written again with other content is read anew', async () => {
+    const text = 'the tool';
     const keyPrefix = `${inject('testPrefix')}-sameid-${randomUUID().slice(0, 8)}:`;
     const { client: wrapped, entries } = counting(client);
     const reader = new RedisSessionService({ client: wrapped, keyPrefix, ...layout });

@@ -161,9 +161,19 @@ function canImport(service: BaseSessionService): service is ImportingService {
   return typeof (service as Partial<ImportingService>).importSession === 'function';
 }
 
-/** Events as stored data: what must be identical on both sides. */
+/**
+ * Events as stored data, as an import stores them (no partial event, no
+ * `temp:` key in a delta): what must be identical on both sides.
+ */
 function eventData(events: readonly Event[]): unknown[] {
-  return JSON.parse(JSON.stringify(events)) as unknown[];
+  const data = JSON.parse(JSON.stringify(events.filter((event) => event.partial !== true))) as Array<{
+    actions?: { stateDelta?: Record<string, unknown> };
+  }>;
+  for (const event of data) {
+    const delta = event.actions?.stateDelta;
+    if (delta) for (const key of Object.keys(delta)) if (scopeOf(key) === 'temp') delete delta[key];
+  }
+  return data;
 }
 
 /** The keys of one scope (`session` for un-prefixed keys), as stored JSON. */

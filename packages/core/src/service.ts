@@ -313,7 +313,7 @@ export class StateSessionService extends BaseSessionService {
         bytes: logBytes(loaded.events),
       };
       const last = loaded.events[loaded.events.length - 1];
-      if (last !== undefined) entry.last = last;
+      if (last !== undefined && last.json.length <= HELD_LAST_MAX_CHARS) entry.last = last;
       keepNewer(cache, cacheKey, undefined, entry);
       return { session, userState, appState, decoded, length: decoded.length, positions };
     }
@@ -348,8 +348,9 @@ export class StateSessionService extends BaseSessionService {
         positions,
         bytes,
       };
-      const last = since.events[since.events.length - 1] ?? (since.restart ? undefined : held.last);
-      if (last !== undefined) entry.last = last;
+      const added = since.events[since.events.length - 1];
+      const last = added === undefined ? (since.restart ? undefined : held.last) : added;
+      if (last !== undefined && last.json.length <= HELD_LAST_MAX_CHARS) entry.last = last;
       keepNewer(cache, cacheKey, held, entry);
     }
     const { session, userState, appState } = since;
@@ -443,7 +444,8 @@ export class StateSessionService extends BaseSessionService {
     // An event the append cannot write to (frozen by a read that shares them, or sealed or frozen by
     // the caller) is placed as a copy: the stored form read back, so that it is what a reload shows.
     if (isFixedEvent(event, delta, temp)) {
-      event = decodeEvent(encodeEvent(event));
+      // Without its temp: keys: they are never stored, so never checked (the caller's values are kept in `temp`).
+      event = decodeEvent(encodeEvent(withoutTemp(event)));
       delta = event.actions?.stateDelta;
     }
     takeTempEntries(event, temp);
@@ -1070,10 +1072,12 @@ function decodeStored<T>(operation: string, mayHaveApplied: boolean, decode: () 
 }
 
 /**
- * Stores `entry` unless, while it was being read, another read of the same
- * session put a log in its place that is at least as new (reads of one
- * session may overlap: the newer one stays).
+ * The largest stored event (in characters of its JSON) whose stored form a
+ * cached log keeps to tell the store, beside its id: larger ones are told by
+ * their id alone, so a cached log holds at most this much text twice.
  */
+const HELD_LAST_MAX_CHARS = 4096;
+
 /**
  * What a read tells the store of the last event a cached copy holds: its id,
  * and its stored form when the entry's is that event's.
@@ -1084,6 +1088,11 @@ function heldLast(held: CachedLog, length: number): Pick<HeldSession, 'lastEvent
   return held.last?.id === id ? { lastEventId: id, lastEvent: held.last } : { lastEventId: id };
 }
 
+/**
+ * Stores `entry` unless, while it was being read, another read of the same
+ * session put a log in its place that is at least as new (reads of one
+ * session may overlap: the newer one stays).
+ */
 function keepNewer(cache: LogCache, cacheKey: string, replaced: CachedLog | undefined, entry: CachedLog): void {
   const current = cache.get(cacheKey);
   if (current !== replaced && current !== undefined && current.revision >= entry.revision) return;

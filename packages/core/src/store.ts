@@ -89,7 +89,9 @@ export interface HeldSession {
    * where writes were lost (an id a caller derives, written again after a
    * failover): a store on a backend that can lose writes compares this too
    * (its content, or a digest of it), and sends the whole log when it
-   * differs. Absent when unknown: the id alone is checked then.
+   * differs. Absent when unknown, or when its JSON is longer than 4,096
+   * characters (a cached log keeps no larger one twice): the id alone is
+   * checked then.
    */
   lastEvent?: StoredEvent;
 }

@@ -110,7 +110,13 @@ describe('the cache of recently read logs', () => {
     expect((await service.getSession(key))?.events).toHaveLength(1);
     newLife();
     expect((await service.getSession(key))?.events).toEqual([]);
-    expect(calls.at(-1)?.held).toEqual({ revision: 8, logMark: 'life-1', events: 1, lastEventId: 'e1' });
+    expect(calls.at(-1)?.held).toEqual({
+      revision: 8,
+      logMark: 'life-1',
+      events: 1,
+      lastEventId: 'e1',
+      lastEvent: expect.objectContaining({ id: 'e1' }),
+    });
     // The log read as the new life is the one held now.
     expect((await service.getSession(key))?.events).toEqual([]);
     expect(calls.at(-1)?.held).toEqual({ revision: 100, logMark: 'life-2', events: 0 });

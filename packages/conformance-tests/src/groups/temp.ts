@@ -67,6 +67,10 @@ export const temp: Group = {
       const loaded = await kit.reload(session);
       expect(loaded.events.map((event) => plain(event.actions.stateDelta))).toEqual([{ n: 0 }, { n: 1 }, { n: 2 }]);
       expect(plain(loaded.state)).toEqual({ n: 2 });
+      // Its temp: values are never stored, so never checked, as on any event: a function is fine there.
+      const withFunction = Object.seal({ 'temp:fn': () => 1, n: 3 });
+      await service.appendEvent({ session, event: makeEvent(withFunction) });
+      expect(typeof session.state['temp:fn']).toBe('function');
       // A refusal of such an event is the store's typed error, the caller's delta untouched.
       const ghost: Session = { id: 'ghost', appName, userId: 'u1', state: {}, events: [], lastUpdateTime: 0 };
       const sealed = Object.seal({ 'temp:t': 1, n: 1 });
