@@ -893,11 +893,6 @@ function toRecord(key: SessionKey, flat: readonly string[]): SessionRecord {
   return { id: key.sessionId, appName: key.appName, userId: key.userId, lastUpdateTime, revision, state };
 }
 
-/**
- * One log entry: `<timestamp> <id as JSON>\n<event JSON>`. JSON text never
- * holds a raw line break, so the first one ends the header; the timestamp
- * leads so the load script can read it without parsing the event.
- */
 /** The calls that record the layout of a prefix that has none: the writes (a read records nothing). */
 const LAYOUT_WRITES: ReadonlySet<string> = new Set(['createSession', 'importSession', 'appendEvent', 'deleteSession']);
 
@@ -907,6 +902,11 @@ function heldEntryArgument(held: HeldSession | undefined): string {
   return last === undefined || last.id !== held?.lastEventId ? '' : encodeEntry(last);
 }
 
+/**
+ * One log entry: `<timestamp> <id as JSON>\n<event JSON>`. JSON text never
+ * holds a raw line break, so the first one ends the header; the timestamp
+ * leads so the load script can read it without parsing the event.
+ */
 function encodeEntry(event: StoredEvent): string {
   return `${String(event.timestamp)} ${JSON.stringify(event.id)}\n${event.json}`;
 }
