@@ -125,8 +125,27 @@ export async function waitUntilAnswering(hostPort: string, timeoutMs = START_TIM
   }
 }
 
-/** Starts Google's emulator with `launcher` in a process group of its own. */
+/**
+ * Starts Google's emulator with `launcher` in a process group of its own. The
+ * port is free when chosen, but the emulator opens a server of its own on an
+ * ephemeral port first, which can be that very one (or another process takes
+ * it meanwhile): a start that fails to bind is tried again on another port.
+ */
 export async function startGoogleEmulator(launcher: string): Promise<FirestoreEmulator> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startGoogleEmulatorOnce(launcher);
+    } catch (error) {
+      const taken = error instanceof Error && error.message.includes('Address already in use');
+      if (!taken || attempt >= BIND_ATTEMPTS) throw error;
+    }
+  }
+}
+
+/** How many ports a start of Google's emulator tries before it gives up. */
+const BIND_ATTEMPTS = 3;
+
+async function startGoogleEmulatorOnce(launcher: string): Promise<FirestoreEmulator> {
   const port = await freePort();
   const hostPort = `${HOST}:${port}`;
   const child = spawn(launcher, ['start', `--host=${HOST}`, `--port=${port}`], {
