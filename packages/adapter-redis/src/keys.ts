@@ -31,7 +31,10 @@ export const PART = {
   session: 's',
   /** List: a session's event log. `e:<user>\0<session>` */
   events: 'e',
-  /** Hash: event id to its position in the log. `i:<user>\0<session>` */
+  /**
+   * Hash: event id to its position in the log, and the record of which
+   * event the last appends wrote ({@link FIELD.recentWrite}). `i:<user>\0<session>`
+   */
   eventIds: 'i',
   /** Hash: the user bucket. `u:<user>` */
   userState: 'u',
@@ -71,6 +74,14 @@ export const FIELD = {
    * earlier versions), the second part of the `logMark`.
    */
   rewritten: '\u0000w',
+  /**
+   * Event ids hash: the prefix of the fields that record the last
+   * {@link RECENT_WRITES} appends, one field per revision modulo that number
+   * (this prefix, then the remainder in decimal), each holding the revision, a
+   * space and the field of the event id that append wrote. Writes of a create
+   * or an import, and of earlier versions, have none.
+   */
+  recentWrite: '\u0000',
   /** Outbox: the last position given to an entry (microseconds of the shard's clock, or one more than the last). */
   last: '\u0000q',
   /** Outbox: the highest position known applied to the app slot. */
@@ -82,6 +93,9 @@ export const FIELD = {
   /** Layout record: the number of shards. */
   shards: 'shards',
 } as const;
+
+/** How many of a session's last appends the event ids hash records ({@link FIELD.recentWrite}). */
+export const RECENT_WRITES = 16;
 
 export const REVISION_FIELD = FIELD.revision;
 export const UPDATED_FIELD = FIELD.updated;

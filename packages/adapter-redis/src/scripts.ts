@@ -35,7 +35,7 @@
  *   text is too. Event entries, the bulk of a read, stay plain replies.
  */
 import { createHash } from 'node:crypto';
-import { FIELD, luaString, OUTBOX_INDEX_SUFFIX, PART } from './keys.js';
+import { FIELD, luaString, OUTBOX_INDEX_SUFFIX, PART, RECENT_WRITES } from './keys.js';
 
 /** A script with its SHA1 and the names of its keys and fixed arguments, in order. */
 export interface Script<K extends string = string, A extends string = string> {
@@ -439,21 +439,32 @@ end
 if not string.find(revision, '^%d+$') then return ${UNREADABLE_HEAD} end
 -- The event count is the log's length: a count that is not a number is taken from there.
 local count = tonumber(meta[2]) or redis.call('LLEN', KEYS.events)
+-- The record of the event each of the last appends wrote: the field of a revision (a number), and
+-- its value (the revision as stored, a space, the event's id field).
+local function recent_write(at) return ${F.recentWrite} .. (at % ${RECENT_WRITES}) end
 if revision ~= ARGV.expectedRevision then
   -- This append, sent again after its reply was lost (a client that re-sends after reconnecting, a
-  -- caller's retry), finds its own write: the one write since is this event, at the end of the log
-  -- or written again in place (the log's mark says which write did that), with its update time.
-  if tonumber(revision) == tonumber(ARGV.expectedRevision) + 1 then
+  -- caller's retry), finds its own write: its event, as sent, still in the log, written by the
+  -- write right after the revision it expected (as the record of the last appends says). Where
+  -- that write has no record (an earlier version), only when it is the last write: its update
+  -- time, at the end of the log or written again in place (the log's mark says which write did that).
+  local after = tonumber(ARGV.expectedRevision) + 1
+  if tonumber(revision) >= after then
+    local record = redis.call('HGET', KEYS.eventIds, recent_write(after))
+    local own = record == string.format('%.0f', after) .. ' ' .. ARGV.eventIdField
     local position = tonumber(redis.call('HGET', KEYS.eventIds, ARGV.eventIdField))
-    if position and redis.call('LINDEX', KEYS.events, position) == ARGV.entry then
+    own = (own or (not record and tonumber(revision) == after))
+      and position and redis.call('LINDEX', KEYS.events, position) == ARGV.entry
+    if own and not record then
       local last = redis.call('HMGET', KEYS.session, ${F.updated}, ${F.rewritten})
-      local appended = position == redis.call('LLEN', KEYS.events) - 1
-      if last[1] == ARGV.updateTime
-        and (appended or last[2] == redis.sha1hex(revision .. ' ' .. ARGV.entry)) then
-        -- Its app delta, on the outbox protocol, may still wait in the outbox: the caller applies it.
-        if ARGV.mode == 'd' then return 0 end
-        return outbox_view(KEYS.app, outbox_meta(KEYS.app), '')
-      end
+      own = last[1] == ARGV.updateTime
+        and (position == redis.call('LLEN', KEYS.events) - 1
+          or last[2] == redis.sha1hex(revision .. ' ' .. ARGV.entry))
+    end
+    if own then
+      -- Its app delta, on the outbox protocol, may still wait in the outbox: the caller applies it.
+      if ARGV.mode == 'd' then return 0 end
+      return outbox_view(KEYS.app, outbox_meta(KEYS.app), '')
     end
   end
   return revision
@@ -474,6 +485,7 @@ else
   head[5] = ${F.rewritten}
   head[6] = redis.sha1hex(new_revision .. ' ' .. ARGV.entry)
 end
+redis.call('HSET', KEYS.eventIds, recent_write(tonumber(revision) + 1), new_revision .. ' ' .. ARGV.eventIdField)
 local next = hset_pairs(KEYS.session, head, ARGV_REST, tonumber(ARGV.nSession))
 next = hset_pairs(KEYS.userState, nil, next, tonumber(ARGV.nUser))
 local view = app_write(next, tonumber(ARGV.nApp))

@@ -2,16 +2,18 @@
  * A write sent again after its reply was lost (ioredis re-sends the commands
  * of a broken connection after reconnecting, unless `maxRetriesPerRequest` is
  * 0; a Cluster re-sends after redirections and lost connections) finds its own
- * write and succeeds: an append instead of being refused as stale, a create or
- * an import instead of finding the session "already there". An append retried
- * by the caller with the same event does too. Any other write in between, or
- * another event under the same id, still makes an append stale. On both protocols.
+ * write and succeeds: an append instead of being refused as stale, also after
+ * other writes to the session, a create or an import instead of finding the
+ * session "already there". An append retried by the caller with the same event
+ * does too. Another event under the same id, or this event written again
+ * since, still makes an append stale. On both protocols.
  */
 import { randomUUID } from 'node:crypto';
 import { createEvent, type Event, type Session } from '@google/adk';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { RedisSessionService } from '../src/index.js';
+import { FIELD, RECENT_WRITES, sessionKeys } from '../src/keys.js';
 import { failingScript, proxyToSharedServer, quitShared, testEvent } from './support/index.js';
 
 /** The same event again, as a caller that retries builds it: another object, the same id and content. */
@@ -186,6 +188,30 @@ describe.each([
     expect((await service.getSession(keyOf(copy)))?.events.map((each) => each.id)).toEqual([event.id]);
   });
 
+  it('re-sent by ioredis itself after another writer appended to the session in between, an append succeeds and is stored once', async () => {
+    const [session] = await twoCopies();
+    const event = testEvent({ n: 1, 'app:a': 1 }, { text: `resent-${randomUUID()}` });
+    const other = testEvent({ m: 1, 'app:b': 1 });
+    let between = false;
+    await resentByIoredis(
+      event.id,
+      async (writer) => writer.appendEvent({ session: (await writer.getSession(keyOf(session))) as Session, event }),
+      async () => {
+        if (between) return true;
+        const now = await load(session);
+        if (now.events.length !== 1) return false;
+        // Another writer, while the first send's reply is held.
+        await service.appendEvent({ session: now, event: other });
+        between = true;
+        return true;
+      },
+      async (writer) => writer.appendEvent({ session: (await twoCopies())[0], event: testEvent({ n: 1 }) }),
+    );
+    const stored = await load(session);
+    expect(stored.events.map((each) => each.id)).toEqual([event.id, other.id]);
+    expect(stored.state).toEqual({ n: 1, m: 1, 'app:a': 1, 'app:b': 1 });
+  });
+
   it('is stale when another write came first, or another event holds the id', async () => {
     const [first, retry] = await twoCopies();
     const event = testEvent({ n: 1 });
@@ -195,11 +221,6 @@ describe.each([
     await expect(service.appendEvent({ session: retry, event: other })).rejects.toMatchObject({
       code: 'STALE_SESSION',
     });
-    // A write after this one: the log is no longer one write past the copy.
-    await service.appendEvent({ session: first, event: testEvent({ n: 2 }) });
-    await expect(service.appendEvent({ session: retry, event: again(event) })).rejects.toMatchObject({
-      code: 'STALE_SESSION',
-    });
     // The same id and content, and the same update time, but the one write since appended another event.
     const [third, late] = [await load(first), await load(first)];
     const last = third.events.at(-1) as Event;
@@ -207,8 +228,64 @@ describe.each([
     await expect(service.appendEvent({ session: late, event: again(last) })).rejects.toMatchObject({
       code: 'STALE_SESSION',
     });
+    // The event, written by the write right after the copy, but written again in place since.
+    const [fourth, behind] = [await load(first), await load(first)];
+    const fresh = testEvent({ n: 4 });
+    await service.appendEvent({ session: fourth, event: fresh });
+    await service.appendEvent({ session: await load(first), event: sameIdWith(fresh, { n: 5 }) });
+    await expect(service.appendEvent({ session: behind, event: again(fresh) })).rejects.toMatchObject({
+      code: 'STALE_SESSION',
+    });
     const stored = await load(first);
     expect(stored.events).toHaveLength(3);
-    expect(stored.state.n).toBe(3);
+    expect(stored.state.n).toBe(5);
+  });
+
+  it('that was applied, with other writes after it, succeeds, writes nothing, and leaves the copy behind the session', async () => {
+    const [first, retry] = await twoCopies();
+    const event = testEvent({ n: 1, 'user:u': 1, 'app:a': 1 });
+    await service.appendEvent({ session: first, event });
+    await service.appendEvent({ session: first, event: testEvent({ n: 2, 'user:u': 2, 'app:a': 2 }) });
+    await service.appendEvent({ session: first, event: testEvent({ m: 1 }) });
+    await service.appendEvent({ session: retry, event: again(event) });
+    const stored = await load(first);
+    expect(stored.events.map((each) => each.id)).toEqual(first.events.map((each) => each.id));
+    expect(stored.state).toEqual({ n: 2, m: 1, 'user:u': 2, 'app:a': 2 });
+    // The retrying copy holds the session as that write left it: its next append is stale.
+    await expect(service.appendEvent({ session: retry, event: testEvent({ n: 9 }) })).rejects.toMatchObject({
+      code: 'STALE_SESSION',
+    });
+  });
+
+  it(`that was applied, with up to ${RECENT_WRITES - 1} writes after it, succeeds; with more, it is stale`, async () => {
+    const [first, retry] = await twoCopies();
+    const late = await load(first);
+    const event = testEvent({ n: 1 });
+    await service.appendEvent({ session: first, event });
+    for (let write = 1; write < RECENT_WRITES; write++) {
+      await service.appendEvent({ session: first, event: testEvent({ n: write + 1 }) });
+    }
+    await service.appendEvent({ session: retry, event: again(event) });
+    await service.appendEvent({ session: first, event: testEvent({ m: 1 }) });
+    await expect(service.appendEvent({ session: late, event: again(event) })).rejects.toMatchObject({
+      code: 'STALE_SESSION',
+    });
+    expect((await load(first)).state).toEqual({ n: RECENT_WRITES, m: 1 });
+  });
+
+  it('of an event stored without the record of its write (an earlier version) succeeds only as the last write', async () => {
+    const [first, retry] = await twoCopies();
+    const late = await load(first);
+    const event = testEvent({ n: 1 });
+    await service.appendEvent({ session: first, event });
+    const keys = sessionKeys(keyPrefix, first.appName, first.userId, first.id, clusterProtocol ? 4 : 1);
+    const records = Array.from({ length: RECENT_WRITES }, (_, slot) => `${FIELD.recentWrite}${slot}`);
+    expect(await client.hdel(keys.eventIds, ...records)).toBe(1);
+    await service.appendEvent({ session: retry, event: again(event) });
+    await service.appendEvent({ session: first, event: testEvent({ n: 2 }) });
+    await expect(service.appendEvent({ session: late, event: again(event) })).rejects.toMatchObject({
+      code: 'STALE_SESSION',
+    });
+    expect((await load(first)).state.n).toBe(2);
   });
 });
