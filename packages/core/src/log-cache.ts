@@ -25,7 +25,7 @@ export interface CachedLog {
    * extend this map; a copy trusts only the positions below its length.
    */
   positions: Map<string, number>;
-  /** The stored form of the last event of `events` (absent for an empty log). */
+  /** The stored form of the last event of `events` (absent for an empty log, and for a large event). */
   last?: StoredEvent;
   /** What the entry costs, by {@link logBytes}. */
   bytes: number;

@@ -3,6 +3,7 @@
  * the app, `user:` keys to the user, `temp:` keys to the current invocation
  * only, and every other key to the session.
  */
+import type { Event } from '@google/adk';
 import { AdkStateError, InvalidArgumentError, StateValueError } from './errors.js';
 import { decodeEntries, decodeValue, defineEntry, encodeStateValue } from './values.js';
 
@@ -129,4 +130,20 @@ function decodeOneByOne(session: Bucket, user: Bucket | undefined, app: Bucket |
 export function mergeInto(bucket: Bucket, delta: Bucket): Bucket {
   for (const [key, text] of delta) bucket.set(key, text);
   return bucket;
+}
+
+/**
+ * `event`, or a copy of it whose delta leaves out its `temp:` keys (the
+ * caller's event is left as it is): the event as an append or an import stores it.
+ */
+export function withoutTemp(event: Event): Event {
+  const delta: unknown = event.actions?.stateDelta;
+  if (typeof delta !== 'object' || delta === null) return event;
+  const keys = Object.keys(delta);
+  if (!keys.some((key) => scopeOf(key) === 'temp')) return event;
+  const kept: Record<string, unknown> = {};
+  for (const key of keys) {
+    if (scopeOf(key) !== 'temp') defineEntry(kept, key, (delta as Record<string, unknown>)[key]);
+  }
+  return { ...event, actions: { ...event.actions, stateDelta: kept } } as Event;
 }

@@ -49,6 +49,7 @@ import {
   type ScopedWrites,
   scopeOf,
   splitState,
+  withoutTemp,
 } from './scopes.js';
 import type {
   AppendResult,
@@ -305,15 +306,16 @@ export class StateSessionService extends BaseSessionService {
       assertReadableHead(session);
       const decoded = this.#decodeHeld(loaded.events);
       const positions = firstPositions(decoded);
-      const entry: CachedLog = {
-        revision: session.revision,
-        logMark: loaded.logMark,
-        events: decoded,
-        positions,
-        bytes: logBytes(loaded.events),
-      };
-      const last = loaded.events[loaded.events.length - 1];
-      if (last !== undefined && last.json.length <= HELD_LAST_MAX_CHARS) entry.last = last;
+      const entry = cachedLog(
+        {
+          revision: session.revision,
+          logMark: loaded.logMark,
+          events: decoded,
+          positions,
+          bytes: logBytes(loaded.events),
+        },
+        loaded.events[loaded.events.length - 1],
+      );
       keepNewer(cache, cacheKey, undefined, entry);
       return { session, userState, appState, decoded, length: decoded.length, positions };
     }
@@ -341,16 +343,11 @@ export class StateSessionService extends BaseSessionService {
     if (since.logMark === undefined) cache.delete(cacheKey);
     else {
       const bytes = since.restart ? logBytes(since.events) : held.bytes + logBytes(since.events) - logBytes([]);
-      const entry: CachedLog = {
-        revision: since.session.revision,
-        logMark: since.logMark,
-        events: decoded,
-        positions,
-        bytes,
-      };
-      const added = since.events[since.events.length - 1];
-      const last = added === undefined ? (since.restart ? undefined : held.last) : added;
-      if (last !== undefined && last.json.length <= HELD_LAST_MAX_CHARS) entry.last = last;
+      const newest = since.events[since.events.length - 1];
+      const entry = cachedLog(
+        { revision: since.session.revision, logMark: since.logMark, events: decoded, positions, bytes },
+        newest === undefined && !since.restart ? held.last : newest,
+      );
       keepNewer(cache, cacheKey, held, entry);
     }
     const { session, userState, appState } = since;
@@ -966,19 +963,6 @@ function isFixedEvent(event: Event, delta: unknown, temp: ReadonlyMap<string, un
   return false;
 }
 
-/** `event`, or a copy of it whose delta leaves out its `temp:` keys (the caller's event is left as it is). */
-function withoutTemp(event: Event): Event {
-  const delta: unknown = event.actions?.stateDelta;
-  if (typeof delta !== 'object' || delta === null) return event;
-  const keys = Object.keys(delta);
-  if (!keys.some((key) => scopeOf(key) === 'temp')) return event;
-  const kept: Record<string, unknown> = {};
-  for (const key of keys) {
-    if (scopeOf(key) !== 'temp') defineEntry(kept, key, (delta as Record<string, unknown>)[key]);
-  }
-  return { ...event, actions: { ...event.actions, stateDelta: kept } } as Event;
-}
-
 /** Puts the `temp:` keys an append took out of the event's delta back, as they came (the append failed). */
 function giveBackTemp(delta: unknown, temp: ReadonlyMap<string, unknown>): void {
   if (typeof delta !== 'object' || delta === null) return;
@@ -1077,6 +1061,11 @@ function decodeStored<T>(operation: string, mayHaveApplied: boolean, decode: () 
  * their id alone, so a cached log holds at most this much text twice.
  */
 const HELD_LAST_MAX_CHARS = 4096;
+
+/** A log for the cache, with its last event's stored form when that is at most {@link HELD_LAST_MAX_CHARS} long. */
+function cachedLog(log: Omit<CachedLog, 'last'>, last: StoredEvent | undefined): CachedLog {
+  return last !== undefined && last.json.length <= HELD_LAST_MAX_CHARS ? { ...log, last } : log;
+}
 
 /**
  * What a read tells the store of the last event a cached copy holds: its id,

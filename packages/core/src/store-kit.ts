@@ -19,7 +19,7 @@ export {
   type NumberLimits,
 } from './options.js';
 export type { SessionKey } from './requests.js';
-export { type Bucket, mergeInto, type ScopedWrites, scopeOf, splitState } from './scopes.js';
+export { type Bucket, mergeInto, type ScopedWrites, scopeOf, splitState, withoutTemp } from './scopes.js';
 export type {
   AppendInput,
   AppendResult,
