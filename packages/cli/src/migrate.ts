@@ -23,7 +23,7 @@
  */
 import { isDeepStrictEqual } from 'node:util';
 import { type BackendError, isAdkStateError } from '@adk-state/core';
-import { scopeOf } from '@adk-state/core/store';
+import { scopeOf, withoutTemp } from '@adk-state/core/store';
 import type { BaseSessionService, Event, Session } from '@google/adk';
 import { checkStore, closeWithin, problemOf } from './check.js';
 import { openReadOnly } from './read-only-source.js';
@@ -166,14 +166,7 @@ function canImport(service: BaseSessionService): service is ImportingService {
  * `temp:` key in a delta): what must be identical on both sides.
  */
 function eventData(events: readonly Event[]): unknown[] {
-  const data = JSON.parse(JSON.stringify(events.filter((event) => event.partial !== true))) as Array<{
-    actions?: { stateDelta?: Record<string, unknown> };
-  }>;
-  for (const event of data) {
-    const delta = event.actions?.stateDelta;
-    if (delta) for (const key of Object.keys(delta)) if (scopeOf(key) === 'temp') delete delta[key];
-  }
-  return data;
+  return JSON.parse(JSON.stringify(events.filter((event) => event.partial !== true).map(withoutTemp))) as unknown[];
 }
 
 /** The keys of one scope (`session` for un-prefixed keys), as stored JSON. */
@@ -243,17 +236,31 @@ function sourceWins(policy: ConflictPolicy, sourceTime: number, targetTime: numb
  * session (state given at creation); `-Infinity` without sessions.
  */
 export function lastWriteOf(sessions: readonly Session[], scope: 'user' | 'app'): number {
-  let latest = Number.NEGATIVE_INFINITY;
-  let earliestStart = Number.POSITIVE_INFINITY;
-  for (const session of sessions) {
-    earliestStart = Math.min(earliestStart, session.events[0]?.timestamp ?? session.lastUpdateTime);
+  const clock = new ScopeClock(scope);
+  for (const session of sessions) clock.add(session);
+  return clock.lastWrite();
+}
+
+/** {@link lastWriteOf}, told one session at a time (so that none has to be kept). */
+class ScopeClock {
+  #latest = Number.NEGATIVE_INFINITY;
+  #earliestStart = Number.POSITIVE_INFINITY;
+  constructor(readonly scope: 'user' | 'app') {}
+
+  add(session: Session): void {
+    this.#earliestStart = Math.min(this.#earliestStart, session.events[0]?.timestamp ?? session.lastUpdateTime);
     for (const event of session.events) {
       const delta = event.actions?.stateDelta ?? {};
-      if (Object.keys(delta).some((key) => scopeOf(key) === scope)) latest = Math.max(latest, event.timestamp);
+      if (Object.keys(delta).some((key) => scopeOf(key) === this.scope)) {
+        this.#latest = Math.max(this.#latest, event.timestamp);
+      }
     }
   }
-  if (latest !== Number.NEGATIVE_INFINITY) return latest;
-  return earliestStart === Number.POSITIVE_INFINITY ? Number.NEGATIVE_INFINITY : earliestStart;
+
+  lastWrite(): number {
+    if (this.#latest !== Number.NEGATIVE_INFINITY) return this.#latest;
+    return this.#earliestStart === Number.POSITIVE_INFINITY ? Number.NEGATIVE_INFINITY : this.#earliestStart;
+  }
 }
 
 /** Field-by-field differences between a source session and its copy (`user:`/`app:` keys the run left alone excepted). */
@@ -513,7 +520,7 @@ export async function copyAll(
           });
         }
       };
-      /** Loads a session on both sides once; false when that failed (reported). */
+      /** Reads a session on both sides unless it is read already; false when that failed (reported once). */
       const load = async (item: Item): Promise<boolean> => {
         if (item.full) return true;
         if (item.failed) return false;
@@ -535,57 +542,87 @@ export async function copyAll(
       };
       const scopes = { source, target, policy, onlyUser: userId, load, fail };
 
+      /** Writes `item` (loaded) with the shared keys to carry, as the run's policy decided. */
+      const write = async (item: Item, shared: Record<string, unknown>): Promise<void> => {
+        const full = item.full as Session;
+        const state = { ...scopeState(full.state, 'session'), ...shared };
+        if (!options.dryRun) {
+          if (item.decision === 'update' && item.existing) await assertTargetAsRead(target, item.existing);
+          const outcome = await target.importSession({ ...full, state }, { replace: item.decision === 'update' });
+          if (outcome === 'exists') throw new Error('another writer created it in the target during the run');
+        }
+        report.events += full.events.length;
+        progress.events += full.events.length;
+      };
+      /**
+       * Shared keys that no import of a group carried: one session of the
+       * group the run found unchanged, read again, is replaced as it is with
+       * them. Returns what is still not written.
+       */
+      const carry = async (group: Item[], shared: Record<string, unknown>): Promise<Record<string, unknown>> => {
+        for (const item of group) {
+          if (item.decision !== 'unchanged') continue;
+          checkSignal();
+          if (!(await load(item))) return shared;
+          const full = item.full as Session;
+          try {
+            // Changed on either side since it was found unchanged: another one carries them.
+            if (item.decision !== 'unchanged') continue;
+            item.decision = 'update';
+            await write(item, shared);
+            report.decisions.unchanged--;
+            report.decisions.update++;
+            if (unlisted.has(name(full))) report.unlistedDecisions[name(full)] = 'update';
+            return {};
+          } catch (error) {
+            fail(full, error);
+            return shared;
+          } finally {
+            release(item);
+          }
+        }
+        return shared;
+      };
+
       // The app scope first: its keys ride on the first session the run writes.
       const app = await scopeDecision(appName, 'app', items, items, undefined, scopes);
       let pendingApp = app.write;
 
+      // One user's sessions at a time, each read when its turn comes and let go once handled.
       let index = 0;
       while (index < items.length) {
         const owner = (items[index] as Item).head.userId;
         const group: Item[] = [];
         while (index < items.length && (items[index] as Item).head.userId === owner) group.push(items[index++] as Item);
-        for (const item of group) await load(item);
         const user = await scopeDecision(appName, 'user', group, items, owner, scopes);
         const kept = new Set([...(app.outcome?.keptInTarget ?? []), ...(user.outcome?.keptInTarget ?? [])]);
-        // Final decisions: a conflict goes to the side the policy names.
-        for (const item of group) {
-          if (item.decision !== 'conflict' || !item.full || !item.existing) continue;
-          if (sourceWins(policy, item.full.lastUpdateTime, item.existing.lastUpdateTime)) item.decision = 'update';
-        }
-        // Shared keys to write need one import to carry them: a session already written, else one replaced as is.
-        const carried = { ...user.write, ...pendingApp };
-        if (
-          Object.keys(carried).length > 0 &&
-          !group.some((item) => item.decision === 'copy' || item.decision === 'update')
-        ) {
-          const carrier = group.find((item) => item.decision === 'unchanged');
-          if (carrier) carrier.decision = 'update';
-        }
-        let pending = carried;
+        // Shared keys to write ride on the first session the group imports.
+        let pending = { ...user.write, ...pendingApp };
         for (const item of group) {
           checkSignal();
-          if (!item.full) {
+          if (!(await load(item))) {
             advance();
             continue;
           }
-          const full = item.full;
+          const full = item.full as Session;
+          // A conflict goes to the side the policy names.
+          if (
+            item.decision === 'conflict' &&
+            item.existing &&
+            sourceWins(policy, full.lastUpdateTime, item.existing.lastUpdateTime)
+          ) {
+            item.decision = 'update';
+          }
           const decision = item.decision as SessionDecision;
           try {
             if (decision === 'copy' || decision === 'update') {
-              const state = { ...scopeState(full.state, 'session'), ...pending };
-              if (!options.dryRun) {
-                if (decision === 'update' && item.existing) await assertTargetAsRead(target, item.existing);
-                const outcome = await target.importSession({ ...full, state }, { replace: decision === 'update' });
-                if (outcome === 'exists') throw new Error('another writer created it in the target during the run');
-              }
-              report.events += full.events.length;
-              progress.events += full.events.length;
+              await write(item, pending);
               pending = {};
             }
             report.decisions[decision]++;
             if (unlisted.has(name(full))) report.unlistedDecisions[name(full)] = decision;
             if (decision === 'conflict') report.conflicts.push(name(full));
-            else copied.push({ session: full, kept });
+            else if (report.verified) copied.push({ session: full, kept });
             failuresInARow = 0;
           } catch (error) {
             report.processed++;
@@ -593,9 +630,12 @@ export async function copyAll(
             options.onProgress?.(progress);
             fail(full, error);
             continue;
+          } finally {
+            release(item);
           }
           advance();
         }
+        if (Object.keys(pending).length > 0) pending = await carry(group, pending);
         // What no import carried is not written: user keys are reported so, app keys wait for the next user.
         if (user.outcome) {
           user.outcome.written = user.outcome.written.filter((key) => !(key in pending));
@@ -685,12 +725,16 @@ async function scopeDecision(
   if (conflicting.length > 0) {
     let wins = policy === 'source';
     if (policy === 'newer') {
-      const scopeItems = scope === 'app' ? allItems : items;
-      const sourceSessions: Session[] = [];
-      for (const item of scopeItems) if (await load(item)) sourceSessions.push(item.full as Session);
+      const sourceClock = new ScopeClock(scope);
+      for (const item of scope === 'app' ? allItems : items) {
+        if (!(await load(item))) continue;
+        sourceClock.add(item.full as Session);
+        // Read again when its turn comes: the sessions of a scope are not all kept at once.
+        if (item !== first) release(item);
+      }
       try {
-        const targetSessions = await everySession(target, appName, scope === 'app' ? undefined : owner);
-        wins = sourceWins(policy, lastWriteOf(sourceSessions, scope), lastWriteOf(targetSessions, scope));
+        const targetClock = await scopeClockOf(target, appName, scope === 'app' ? undefined : owner, scope);
+        wins = sourceWins(policy, sourceClock.lastWrite(), targetClock.lastWrite());
       } catch (error) {
         fail(first.head, new Error(`reading the target's sessions of ${label}: ${describe(error)}`, { cause: error }));
         wins = false;
@@ -704,19 +748,26 @@ async function scopeDecision(
   return { write, outcome: { appName, scope: label, written, keptInTarget } };
 }
 
-/** Every session of an app (or of one user) in full. */
-async function everySession(
+/** The {@link ScopeClock} of an app's sessions (or one user's) in a store, read one session at a time. */
+async function scopeClockOf(
   service: BaseSessionService,
   appName: string,
   userId: string | undefined,
-): Promise<Session[]> {
+  scope: 'user' | 'app',
+): Promise<ScopeClock> {
+  const clock = new ScopeClock(scope);
   const { sessions } = await service.listSessions({ appName, ...(userId === undefined ? {} : { userId }) });
-  const all: Session[] = [];
   for (const head of sessions) {
     const full = await service.getSession({ appName, userId: head.userId, sessionId: head.id });
-    if (full) all.push(full);
+    if (full) clock.add(full);
   }
-  return all;
+  return clock;
+}
+
+/** Lets go of what was read for `item` (read again if it is needed again): a run holds only the sessions it is at. */
+function release(item: Item): void {
+  delete item.full;
+  delete item.existing;
 }
 
 /** Whether nothing failed, `verify` found nothing and the run was not stopped. */

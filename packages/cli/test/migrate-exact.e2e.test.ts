@@ -5,13 +5,13 @@
  * a write of its own while the run was going, and stores that are only looked
  * at (a source, a dry run's target, `inspect`) are left as they were.
  */
-import { execFileSync } from 'node:child_process';
 import { RedisSessionService } from '@adk-state/adapter-redis';
 import { type RedisServer, startRedisServer } from '@adk-state/test-servers/redis';
 import { createEvent, type Session } from '@google/adk';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrate } from '../src/index.js';
+import { copyAll } from '../src/migrate.js';
 import { runCli } from './support/cli-process.js';
 
 const T0 = 1_700_000_000_000;
@@ -135,9 +135,7 @@ describe('adk-state migrate, exactly', () => {
         const session = await source.createSession(key);
         await source.appendEvent({ session, event: event(T0, { step: 1 }) });
       }
-      const run = async (onProgress?: () => void) =>
-        migrate({ from: uri(3), to: uri(4), appName: 'shop', ...(onProgress ? { onProgress } : {}) });
-      expect((await run()).failed).toEqual([]);
+      expect((await migrate({ from: uri(3), to: uri(4), appName: 'shop' })).failed).toEqual([]);
       // The source moves on, so the run will replace both copies.
       for (const key of keys) {
         await source.appendEvent({
@@ -145,21 +143,39 @@ describe('adk-state migrate, exactly', () => {
           event: event(T0 + 1, { step: 2 }),
         });
       }
-      // Once the first copy is replaced (both were compared before), the app writes to the second one.
+      // After the run compared the second copy, and before it replaces it, the app writes to that copy.
+      const app = new RedisSessionService({ url: uri(4) });
+      let reads = 0;
       let written = false;
-      const report = await run(() => {
-        if (written) return;
-        written = true;
-        const script = `
-          const { RedisSessionService } = await import('@adk-state/adapter-redis');
-          const { createEvent } = await import('@google/adk');
-          const service = new RedisSessionService({ url: ${JSON.stringify(uri(4))} });
-          const key = ${JSON.stringify(keys[1])};
-          const session = await service.getSession(key);
-          await service.appendEvent({ session, event: createEvent({ invocationId: 'app', author: 'agent', timestamp: ${T0 + 5}, actions: { stateDelta: { mine: true } } }) });
-          await service.close();`;
-        execFileSync(process.execPath, ['--input-type=module', '-e', script], { cwd: import.meta.dirname });
+      const watched = new Proxy(target, {
+        get(service, property, receiver) {
+          if (property !== 'getSession') {
+            const value = Reflect.get(service, property, receiver);
+            // The service's own methods run on the service (its private fields are not the proxy's).
+            return typeof value === 'function' ? value.bind(service) : value;
+          }
+          return async (request: Parameters<RedisSessionService['getSession']>[0]) => {
+            if (request.sessionId === 's2' && ++reads === 2) {
+              const session = (await app.getSession(request)) as Session;
+              await app.appendEvent({
+                session,
+                event: createEvent({
+                  invocationId: 'app',
+                  author: 'agent',
+                  timestamp: T0 + 5,
+                  actions: { stateDelta: { mine: true } } as never,
+                }),
+              });
+              written = true;
+            }
+            return service.getSession(request);
+          };
+        },
       });
+      const from = new RedisSessionService({ url: uri(3) });
+      const report = await copyAll(from, watched, { apps: ['shop'] }).finally(() =>
+        Promise.all([app.close(), from.close()]),
+      );
       expect(written).toBe(true);
       expect(report.failed.map((failure) => failure.session)).toEqual(['shop/ada/s2']);
       expect(JSON.stringify(report.failed)).toContain('changed during the run');
@@ -167,6 +183,112 @@ describe('adk-state migrate, exactly', () => {
       expect(kept.events.map((each) => each.invocationId)).toEqual([`at-${T0}`, 'app']);
       expect(kept.state).toEqual({ step: 1, mine: true });
       expect((await target.getSession(keys[0] as (typeof keys)[number]))?.state).toEqual({ step: 2 });
+    } finally {
+      await Promise.all([source.close(), target.close()]);
+    }
+  }, 120_000);
+
+  it("handles one user's sessions one at a time: each is written before the next is read", async () => {
+    const source = new RedisSessionService({ url: uri(12) });
+    const target = new RedisSessionService({ url: uri(13) });
+    try {
+      for (let n = 0; n < 12; n++) {
+        const session = await source.createSession({
+          appName: 'shop',
+          userId: 'ada',
+          sessionId: `s${n}`,
+          state: { n },
+        });
+        await source.appendEvent({
+          session,
+          event: createEvent({
+            invocationId: `i${n}`,
+            author: 'agent',
+            timestamp: T0 + n,
+            actions: { stateDelta: { m: n } } as never,
+          }),
+        });
+      }
+      let reads = 0;
+      const readsAtImport: number[] = [];
+      const counted = new Proxy(source, {
+        get(service, property) {
+          const value = Reflect.get(service, property);
+          if (property === 'getSession') {
+            return (request: Parameters<RedisSessionService['getSession']>[0]) => {
+              reads++;
+              return service.getSession(request);
+            };
+          }
+          return typeof value === 'function' ? value.bind(service) : value;
+        },
+      });
+      const watched = new Proxy(target, {
+        get(service, property) {
+          const value = Reflect.get(service, property);
+          if (property === 'importSession') {
+            return (...args: Parameters<RedisSessionService['importSession']>) => {
+              readsAtImport.push(reads);
+              return service.importSession(...args);
+            };
+          }
+          return typeof value === 'function' ? value.bind(service) : value;
+        },
+      });
+      const report = await copyAll(counted, watched, { apps: ['shop'], verify: true });
+      expect(report.decisions.copy).toBe(12);
+      expect(report.differences).toEqual([]);
+      // The k-th import follows the k-th read of the source, not the twelfth.
+      expect(readsAtImport).toEqual(Array.from({ length: 12 }, (_, k) => k + 1));
+    } finally {
+      await Promise.all([source.close(), target.close()]);
+    }
+  }, 120_000);
+
+  it('carries user: and app: keys the source wins on a session it replaces as it is, when every session is unchanged', async () => {
+    const source = new RedisSessionService({ url: uri(14) });
+    const target = new RedisSessionService({ url: uri(15) });
+    try {
+      for (const sessionId of ['s1', 's2']) {
+        const session = await source.createSession({ appName: 'shop', userId: 'ada', sessionId });
+        await source.appendEvent({
+          session,
+          event: createEvent({
+            invocationId: sessionId,
+            author: 'agent',
+            timestamp: T0,
+            actions: { stateDelta: { 'user:plan': 'free', 'app:motd': 'hello', own: sessionId } } as never,
+          }),
+        });
+      }
+      expect((await copyAll(source, target, { apps: ['shop'] })).decisions.copy).toBe(2);
+      // A session only the target has changes the shared keys there.
+      const other = await target.createSession({ appName: 'shop', userId: 'ada', sessionId: 't' });
+      await target.appendEvent({
+        session: other,
+        event: createEvent({
+          invocationId: 't',
+          author: 'agent',
+          timestamp: T0 + 100,
+          actions: { stateDelta: { 'user:plan': 'team', 'app:motd': 'target' } } as never,
+        }),
+      });
+      const dry = await copyAll(source, target, { apps: ['shop'], onConflict: 'source', dryRun: true });
+      expect(dry.decisions).toMatchObject({ update: 1, unchanged: 1 });
+      expect(await target.getUserState({ appName: 'shop', userId: 'ada' })).toEqual({ plan: 'team' });
+      const report = await copyAll(source, target, { apps: ['shop'], onConflict: 'source', verify: true });
+      expect(report.failed).toEqual([]);
+      expect(report.decisions).toMatchObject({ copy: 0, update: 1, unchanged: 1 });
+      expect(report.events).toBe(1);
+      expect(report.scopes.map((scope) => [scope.scope, scope.written])).toEqual([
+        ['user:ada', ['user:plan']],
+        ['app', ['app:motd']],
+      ]);
+      expect(report.differences).toEqual([]);
+      expect(await target.getUserState({ appName: 'shop', userId: 'ada' })).toEqual({ plan: 'free' });
+      expect(await target.getAppState({ appName: 'shop' })).toEqual({ motd: 'hello' });
+      // The carrier's copy is the source's session as it was.
+      expect((await target.getSession({ appName: 'shop', userId: 'ada', sessionId: 's1' }))?.state.own).toBe('s1');
     } finally {
       await Promise.all([source.close(), target.close()]);
     }
