@@ -399,7 +399,11 @@ function refuseUnusable(from: string, to: string): void {
 /** Runs a migration. Opens both stores from their URIs, checks them, and closes them at the end. */
 export async function migrate(options: MigrateOptions): Promise<MigrateReport> {
   refuseUnusable(options.from, options.to);
-  const serviceOptions = options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs };
+  // No cache of read logs: a run reads each session once or twice, and a cache would hold up to 32 MiB a store.
+  const serviceOptions = {
+    logCacheBytes: 0,
+    ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
+  };
   const bound = options.checkTimeoutMs === undefined ? {} : { timeoutMs: options.checkTimeoutMs };
   const source =
     (await openReadOnly(
