@@ -124,6 +124,30 @@ describe.each(drivers)('honest outcomes (%s)', (_name, makeClient, serverVersion
     await expectSessionsEnded();
   });
 
+  it('a document past 16 MiB is refused as mongod refuses it: not applied, the session as it was', async () => {
+    const { service, key, session, stored } = await fixture();
+    const big = 'x'.repeat(17 * 1024 * 1024);
+    const appended = await failure(service.appendEvent({ session, event: event({ n: 2, big }) }));
+    expect(appended).toMatchObject({ name: 'BackendError', mayHaveApplied: false, timedOut: false });
+    expect(await stored()).toEqual({ events: 1, n: 1, user: {} });
+    // A session's state that grows past the limit in steps: the step that would pass it is refused.
+    const part = 'y'.repeat(6 * 1024 * 1024);
+    await service.appendEvent({ session, event: event({ a: part }) });
+    await service.appendEvent({ session, event: event({ b: part }) });
+    const grown = await failure(service.appendEvent({ session, event: event({ c: part }) }));
+    expect(grown).toMatchObject({ name: 'BackendError', mayHaveApplied: false, timedOut: false });
+    const loaded = (await service.getSession(key)) as Session;
+    expect(Object.keys(loaded.state).sort()).toEqual(['a', 'b', 'n']);
+    expect(loaded.events).toHaveLength(3);
+    const created = await failure(service.createSession({ ...key, sessionId: 'big', state: { big } }));
+    expect(created).toMatchObject({ name: 'BackendError', mayHaveApplied: false });
+    expect(await service.getSession({ ...key, sessionId: 'big' })).toBeUndefined();
+    // The session takes the next append as if nothing had happened.
+    await service.appendEvent({ session, event: event({ n: 3 }) });
+    expect(await stored()).toEqual({ events: 4, n: 3, user: {} });
+    await expectSessionsEnded();
+  });
+
   it('a creation whose first statement fails is not applied', async () => {
     const { service, key } = await fixture();
     await failCommand({ times: 1 }, { failCommands: ['update'], errorCode: 2 });

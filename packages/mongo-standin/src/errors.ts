@@ -3,6 +3,9 @@
  * driver classifies them exactly as it would a real server's.
  */
 
+/** The largest document mongod stores (its `maxBsonObjectSize`), in bytes of BSON. */
+export const MAX_DOCUMENT_BYTES = 16 * 1024 * 1024;
+
 export class CommandError extends Error {
   readonly code: number;
   readonly codeName: string;
@@ -74,6 +77,19 @@ export const errors = {
     ),
   unknownStage: (name: string) =>
     new CommandError(40324, 'Location40324', `Unrecognized pipeline stage name: '${name}'`),
+  /** What mongod answers a write whose document would pass {@link MAX_DOCUMENT_BYTES}: an insert, or any other write. */
+  documentTooLarge: (bytes: number, inserting: boolean) =>
+    inserting
+      ? new CommandError(
+          10334,
+          'BSONObjectTooLarge',
+          `object to insert too large. size in bytes: ${bytes}, max size: ${MAX_DOCUMENT_BYTES}`,
+        )
+      : new CommandError(
+          17419,
+          'Location17419',
+          `Resulting document after update is larger than ${MAX_DOCUMENT_BYTES}`,
+        ),
   duplicateKey: (ns: string, index: string, key: string) =>
     new CommandError(
       11000,

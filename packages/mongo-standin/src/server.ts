@@ -215,7 +215,20 @@ export class StandInServer {
         reply = { ok: 0, errmsg: String(error), code: 1, codeName: 'InternalError' };
       }
     }
-    if (!request.moreToCome && !socket.destroyed) socket.write(encodeReply(request, reply));
+    if (request.moreToCome || socket.destroyed) return;
+    let encoded: Buffer;
+    try {
+      encoded = encodeReply(request, reply);
+    } catch (error) {
+      // A reply BSON cannot hold (mongod never builds one): an error reply instead of a thrown error.
+      encoded = encodeReply(request, {
+        ok: 0,
+        errmsg: `the reply cannot be encoded: ${error instanceof Error ? error.message : String(error)}`,
+        code: 10334,
+        codeName: 'BSONObjectTooLarge',
+      });
+    }
+    socket.write(encoded);
   }
 
   /** Runs one command document and returns its reply (errors are thrown as {@link CommandError}). */

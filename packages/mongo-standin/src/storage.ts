@@ -6,7 +6,8 @@
  * vanish on abort. Writing a document that another open transaction wrote, or
  * that changed after the snapshot, is a WriteConflict, as in MongoDB.
  */
-import { CommandError, errors } from './errors.js';
+import { BSON } from 'bson';
+import { CommandError, errors, MAX_DOCUMENT_BYTES } from './errors.js';
 import { canonical, type Doc, getPath, pathValues } from './values.js';
 
 export interface IndexInfo {
@@ -396,7 +397,11 @@ export class Engine {
         : collection.visible(idKey, txn.snapshot);
       if (current) throw errors.duplicateKey(ns, '_id_', `{ _id: ${idKey} }`);
     }
-    if (doc) this.#checkUnique(collection, idKey, doc, txn);
+    if (doc) {
+      const bytes = BSON.calculateObjectSize(doc);
+      if (bytes > MAX_DOCUMENT_BYTES) throw errors.documentTooLarge(bytes, inserting);
+      this.#checkUnique(collection, idKey, doc, txn);
+    }
     this.locks.set(lockKey, txn);
     let own = txn.writes.get(ns);
     if (!own) {
