@@ -29,6 +29,20 @@ function awkwardState(): Record<string, unknown> {
   return state;
 }
 
+/**
+ * `service` with some of its methods replaced; its other methods run on the
+ * service itself (its private fields are not a proxy's).
+ */
+function withMethods<T extends object>(service: T, methods: Partial<T>): T {
+  return new Proxy(service, {
+    get(target, property) {
+      if (Object.hasOwn(methods, property)) return methods[property as keyof T];
+      const value = Reflect.get(target, property);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+}
+
 describe('adk-state migrate, exactly', () => {
   let redis: RedisServer;
   let raw: Redis;
@@ -147,29 +161,22 @@ describe('adk-state migrate, exactly', () => {
       const app = new RedisSessionService({ url: uri(4) });
       let reads = 0;
       let written = false;
-      const watched = new Proxy(target, {
-        get(service, property, receiver) {
-          if (property !== 'getSession') {
-            const value = Reflect.get(service, property, receiver);
-            // The service's own methods run on the service (its private fields are not the proxy's).
-            return typeof value === 'function' ? value.bind(service) : value;
+      const watched = withMethods(target, {
+        async getSession(request) {
+          if (request.sessionId === 's2' && ++reads === 2) {
+            const session = (await app.getSession(request)) as Session;
+            await app.appendEvent({
+              session,
+              event: createEvent({
+                invocationId: 'app',
+                author: 'agent',
+                timestamp: T0 + 5,
+                actions: { stateDelta: { mine: true } } as never,
+              }),
+            });
+            written = true;
           }
-          return async (request: Parameters<RedisSessionService['getSession']>[0]) => {
-            if (request.sessionId === 's2' && ++reads === 2) {
-              const session = (await app.getSession(request)) as Session;
-              await app.appendEvent({
-                session,
-                event: createEvent({
-                  invocationId: 'app',
-                  author: 'agent',
-                  timestamp: T0 + 5,
-                  actions: { stateDelta: { mine: true } } as never,
-                }),
-              });
-              written = true;
-            }
-            return service.getSession(request);
-          };
+          return target.getSession(request);
         },
       });
       const from = new RedisSessionService({ url: uri(3) });
@@ -211,28 +218,16 @@ describe('adk-state migrate, exactly', () => {
       }
       let reads = 0;
       const readsAtImport: number[] = [];
-      const counted = new Proxy(source, {
-        get(service, property) {
-          const value = Reflect.get(service, property);
-          if (property === 'getSession') {
-            return (request: Parameters<RedisSessionService['getSession']>[0]) => {
-              reads++;
-              return service.getSession(request);
-            };
-          }
-          return typeof value === 'function' ? value.bind(service) : value;
+      const counted = withMethods(source, {
+        getSession(request) {
+          reads++;
+          return source.getSession(request);
         },
       });
-      const watched = new Proxy(target, {
-        get(service, property) {
-          const value = Reflect.get(service, property);
-          if (property === 'importSession') {
-            return (...args: Parameters<RedisSessionService['importSession']>) => {
-              readsAtImport.push(reads);
-              return service.importSession(...args);
-            };
-          }
-          return typeof value === 'function' ? value.bind(service) : value;
+      const watched = withMethods(target, {
+        importSession(...args) {
+          readsAtImport.push(reads);
+          return target.importSession(...args);
         },
       });
       const report = await copyAll(counted, watched, { apps: ['shop'], verify: true });
