@@ -11,6 +11,7 @@ import {
   type ConflictPolicy,
   changesOf,
   conflictsLeft,
+  keysUnwritten,
   type MigrateProgress,
   type MigrateReport,
   migrate,
@@ -173,6 +174,12 @@ function exitCodeOf(
     );
     return EXIT_CODES.conflicts;
   }
+  if (keysUnwritten(report) > 0) {
+    error(
+      `adk-state migrate: ${keysUnwritten(report)} user:/app: keys not written (see "not written" above); ${resume}`,
+    );
+    return EXIT_CODES.error;
+  }
   return EXIT_CODES.ok;
 }
 
@@ -258,6 +265,11 @@ function formatReport(report: MigrateReport): string {
     if (scope.keptInTarget.length > 0) {
       lines.push(
         `  conflict: ${scope.appName} ${scope.scope}: kept the target's ${scope.keptInTarget.join(', ')} (the target wrote them last)`,
+      );
+    }
+    if (scope.unwritten.length > 0) {
+      lines.push(
+        `  not written: ${scope.appName} ${scope.scope}: ${scope.unwritten.join(', ')} (no session of the ${scope.scope === 'app' ? 'app' : 'user'} ${report.dryRun ? 'would be' : 'was'} written to carry them; a run that writes one writes them)`,
       );
     }
   }

@@ -106,6 +106,12 @@ export interface ScopeOutcome {
   written: string[];
   /** Keys whose target value was left alone (conflicts the target won). */
   keptInTarget: string[];
+  /**
+   * Keys to write that no import of the run carried: no session of the user
+   * (or of the app) was written, nor could one found unchanged be replaced to
+   * carry them. A later run writes them once one can be.
+   */
+  unwritten: string[];
 }
 
 /** Why a run ended before it was through. */
@@ -561,25 +567,28 @@ export async function copyAll(
       /**
        * Shared keys that no import of a group carried: one session of the
        * group the run found unchanged, read again, is replaced as it is with
-       * them. Returns what is still not written.
+       * them. Returns what is still not written. The sessions were counted
+       * already: a read or a write that fails here is not a failure of theirs
+       * (the keys say they were not written); it ends the attempt.
        */
       const carry = async (group: Item[], shared: Record<string, unknown>): Promise<Record<string, unknown>> => {
         for (const item of group) {
-          if (item.decision !== 'unchanged') continue;
+          if (item.decision !== 'unchanged' || item.failed) continue;
           checkSignal();
-          if (!(await load(item))) return shared;
-          const full = item.full as Session;
+          const key = { appName, userId: item.head.userId, sessionId: item.head.id };
           try {
+            const full = await source.getSession(key);
+            const existing = full && (await target.getSession(key));
             // Changed on either side since it was found unchanged: another one carries them.
-            if (item.decision !== 'unchanged') continue;
-            item.decision = 'update';
+            if (!full || !existing || decide(full, existing) !== 'unchanged') continue;
+            Object.assign(item, { full, existing, decision: 'update' });
             await write(item, shared);
             report.decisions.unchanged--;
             report.decisions.update++;
             if (unlisted.has(name(full))) report.unlistedDecisions[name(full)] = 'update';
             return {};
           } catch (error) {
-            fail(full, error);
+            if (isFatal(error)) throw new Stopped({ reason: 'store', message: describe(error) });
             return shared;
           } finally {
             release(item);
@@ -642,12 +651,14 @@ export async function copyAll(
         if (Object.keys(pending).length > 0) pending = await carry(group, pending);
         // What no import carried is not written: user keys are reported so, app keys wait for the next user.
         if (user.outcome) {
+          user.outcome.unwritten = user.outcome.written.filter((key) => key in pending);
           user.outcome.written = user.outcome.written.filter((key) => !(key in pending));
           report.scopes.push(user.outcome);
         }
         pendingApp = Object.fromEntries(Object.entries(pending).filter(([key]) => scopeOf(key) === 'app'));
       }
       if (app.outcome) {
+        app.outcome.unwritten = app.outcome.written.filter((key) => key in pendingApp);
         app.outcome.written = app.outcome.written.filter((key) => !(key in pendingApp));
         report.scopes.push(app.outcome);
       }
@@ -749,7 +760,7 @@ async function scopeDecision(
   }
   const written = Object.keys(write);
   if (written.length === 0 && keptInTarget.length === 0) return { write };
-  return { write, outcome: { appName, scope: label, written, keptInTarget } };
+  return { write, outcome: { appName, scope: label, written, keptInTarget, unwritten: [] } };
 }
 
 /** The {@link ScopeClock} of an app's sessions (or one user's) in a store, read one session at a time. */
@@ -786,6 +797,11 @@ export function changesOf(report: MigrateReport): number {
     report.decisions.update +
     report.scopes.reduce((sum, scope) => sum + scope.written.length, 0)
   );
+}
+
+/** `user:`/`app:` keys the run was to write and did not (see {@link ScopeOutcome.unwritten}). */
+export function keysUnwritten(report: MigrateReport): number {
+  return report.scopes.reduce((sum, scope) => sum + scope.unwritten.length, 0);
 }
 
 /** Conflicts the run left alone: sessions and scope keys. */

@@ -289,6 +289,68 @@ describe('adk-state migrate, exactly', () => {
     }
   }, 120_000);
 
+  it('says which user: and app: keys no session carried, counts each session once, and a later run writes them', async () => {
+    const source = new RedisSessionService({ url: uri(14) });
+    const target = new RedisSessionService({ url: uri(15) });
+    const shop = { appName: 'kept' };
+    const write = async (
+      service: RedisSessionService,
+      sessionId: string,
+      timestamp: number,
+      stateDelta: Record<string, unknown>,
+    ) => {
+      const key = { ...shop, userId: 'ada', sessionId };
+      const session = (await service.getSession(key)) ?? (await service.createSession(key));
+      await service.appendEvent({
+        session,
+        event: createEvent({
+          invocationId: `${sessionId}-${timestamp}`,
+          author: 'agent',
+          timestamp,
+          actions: { stateDelta } as never,
+        }),
+      });
+    };
+    try {
+      await write(source, 's1', T0, { 'user:plan': 'free', own: 1 });
+      await write(source, 's2', T0, { own: 2 });
+      expect((await copyAll(source, target, { apps: ['kept'] })).failed).toEqual([]);
+      // The target's copy of s1 takes a write of its own, later than anything in the source.
+      await write(target, 's1', T0 + 500, { own: 'target' });
+      // The source gains a user: key the target lacks, written through s1, which is now a conflict.
+      await write(source, 's1', T0 + 100, { 'user:tier': 'gold' });
+      // s2 is unchanged and could carry it, but its read fails once: nothing carries the key.
+      let failing = true;
+      let reads = 0;
+      const flaky = withMethods(source, {
+        getSession(request) {
+          if (request.sessionId === 's2' && failing && reads++ === 1) {
+            failing = false;
+            return Promise.reject(new Error('read ECONNRESET'));
+          }
+          return source.getSession(request);
+        },
+      });
+      const report = await copyAll(flaky, target, { apps: ['kept'] });
+      expect(report.decisions).toMatchObject({ copy: 0, update: 0, unchanged: 1, conflict: 1 });
+      expect(report.failed).toEqual([]);
+      expect(report.processed).toBe(2);
+      expect(report.scopes).toEqual([
+        { appName: 'kept', scope: 'user:ada', written: [], keptInTarget: [], unwritten: ['user:tier'] },
+      ]);
+      expect(await target.getUserState({ ...shop, userId: 'ada' })).toEqual({ plan: 'free' });
+      // Run again: s2 carries it.
+      const again = await copyAll(source, target, { apps: ['kept'] });
+      expect(again.decisions).toMatchObject({ update: 1, unchanged: 0, conflict: 1 });
+      expect(again.scopes).toEqual([
+        { appName: 'kept', scope: 'user:ada', written: ['user:tier'], keptInTarget: [], unwritten: [] },
+      ]);
+      expect(await target.getUserState({ ...shop, userId: 'ada' })).toEqual({ plan: 'free', tier: 'gold' });
+    } finally {
+      await Promise.all([source.close(), target.close()]);
+    }
+  }, 120_000);
+
   it('inspect, a migrate from an empty database and a dry run into one write nothing to them', async () => {
     expect(await keysIn(5)).toBe(0);
     const inspected = await runCli(['inspect', uri(5), '--app', 'shop']);
