@@ -598,7 +598,7 @@ export async function copyAll(
       };
 
       // The app scope first: its keys ride on the first session the run writes.
-      const app = await scopeDecision(appName, 'app', items, items, undefined, scopes);
+      const app = await scopeDecision(appName, 'app', items, undefined, scopes);
       let pendingApp = app.write;
 
       // One user's sessions at a time, each read when its turn comes and let go once handled.
@@ -607,7 +607,7 @@ export async function copyAll(
         const owner = (items[index] as Item).head.userId;
         const group: Item[] = [];
         while (index < items.length && (items[index] as Item).head.userId === owner) group.push(items[index++] as Item);
-        const user = await scopeDecision(appName, 'user', group, items, owner, scopes);
+        const user = await scopeDecision(appName, 'user', group, owner, scopes);
         const kept = new Set([...(app.outcome?.keptInTarget ?? []), ...(user.outcome?.keptInTarget ?? [])]);
         // Shared keys to write ride on the first session the group imports.
         let pending = { ...user.write, ...pendingApp };
@@ -703,7 +703,6 @@ async function scopeDecision(
   appName: string,
   scope: 'user' | 'app',
   items: Item[],
-  allItems: Item[],
   owner: string | undefined,
   context: ScopeContext,
 ): Promise<ScopeDecision> {
@@ -740,12 +739,25 @@ async function scopeDecision(
   if (conflicting.length > 0) {
     let wins = policy === 'source';
     if (policy === 'newer') {
-      const sourceClock = new ScopeClock(scope);
-      for (const item of scope === 'app' ? allItems : items) {
-        if (!(await load(item))) continue;
-        sourceClock.add(item.full as Session);
-        // Read again when its turn comes: the sessions of a scope are not all kept at once.
-        if (item !== first) release(item);
+      let sourceClock = new ScopeClock(scope);
+      if (scope === 'app' && context.onlyUser !== undefined) {
+        // The run's sessions are one user's: the app's clock is every user's, as on the target.
+        try {
+          sourceClock = await scopeClockOf(context.source, appName, undefined, scope);
+        } catch (error) {
+          fail(
+            first.head,
+            new Error(`reading the source's sessions of ${label}: ${describe(error)}`, { cause: error }),
+          );
+          return { write: {} };
+        }
+      } else {
+        for (const item of items) {
+          if (!(await load(item))) continue;
+          sourceClock.add(item.full as Session);
+          // Read again when its turn comes: the sessions of a scope are not all kept at once.
+          if (item !== first) release(item);
+        }
       }
       try {
         const targetClock = await scopeClockOf(target, appName, scope === 'app' ? undefined : owner, scope);

@@ -351,6 +351,37 @@ describe('adk-state migrate, exactly', () => {
     }
   }, 120_000);
 
+  it("with a user named, decides an app: conflict by every user's writes on both sides", async () => {
+    const source = new RedisSessionService({ url: uri(14) });
+    const target = new RedisSessionService({ url: uri(15) });
+    const app = { appName: 'clock' };
+    const write = async (service: RedisSessionService, userId: string, timestamp: number, value: string) => {
+      const session = await service.createSession({ ...app, userId, sessionId: `${userId}-${timestamp}` });
+      await service.appendEvent({
+        session,
+        event: createEvent({
+          invocationId: `${userId}-${timestamp}`,
+          author: 'agent',
+          timestamp,
+          actions: { stateDelta: { 'app:x': value } } as never,
+        }),
+      });
+    };
+    try {
+      await write(source, 'ada', T0 + 100, 'A');
+      await write(target, 'zed', T0 + 200, 'T');
+      await write(source, 'bob', T0 + 300, 'B');
+      // The source's last write of the app's keys (bob's) is later than the target's.
+      const report = await copyAll(source, target, { apps: ['clock'], userId: 'ada' });
+      expect(report.scopes).toEqual([
+        { appName: 'clock', scope: 'app', written: ['app:x'], keptInTarget: [], unwritten: [] },
+      ]);
+      expect(await target.getAppState(app)).toEqual({ x: 'B' });
+    } finally {
+      await Promise.all([source.close(), target.close()]);
+    }
+  }, 120_000);
+
   it('inspect, a migrate from an empty database and a dry run into one write nothing to them', async () => {
     expect(await keysIn(5)).toBe(0);
     const inspected = await runCli(['inspect', uri(5), '--app', 'shop']);
