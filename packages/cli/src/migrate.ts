@@ -253,17 +253,9 @@ class ScopeClock {
   #earliestStart = Number.POSITIVE_INFINITY;
   constructor(readonly scope: 'user' | 'app') {}
 
-  /**
-   * Takes in `session`'s writes of the scope. With `copied`, the ids of the
-   * events the other store's session of the same key holds: the session is a
-   * copy, and only its events of its own count (not its start, nor a copied event).
-   */
-  add(session: Session, copied?: ReadonlySet<string>): void {
-    if (!copied) {
-      this.#earliestStart = Math.min(this.#earliestStart, session.events[0]?.timestamp ?? session.lastUpdateTime);
-    }
+  add(session: Session): void {
+    this.#earliestStart = Math.min(this.#earliestStart, session.events[0]?.timestamp ?? session.lastUpdateTime);
     for (const event of session.events) {
-      if (copied?.has(event.id)) continue;
       const delta = event.actions?.stateDelta ?? {};
       if (Object.keys(delta).some((key) => scopeOf(key) === this.scope)) {
         this.#latest = Math.max(this.#latest, event.timestamp);
@@ -768,13 +760,7 @@ async function scopeDecision(
         }
       }
       try {
-        const targetClock = await scopeClockOf(
-          target,
-          appName,
-          scope === 'app' ? undefined : owner,
-          scope,
-          context.source,
-        );
+        const targetClock = await scopeClockOf(target, appName, scope === 'app' ? undefined : owner, scope);
         wins = sourceWins(policy, sourceClock.lastWrite(), targetClock.lastWrite());
       } catch (error) {
         fail(first.head, new Error(`reading the target's sessions of ${label}: ${describe(error)}`, { cause: error }));
@@ -789,28 +775,18 @@ async function scopeDecision(
   return { write, outcome: { appName, scope: label, written, keptInTarget, unwritten: [] } };
 }
 
-/**
- * The {@link ScopeClock} of an app's sessions (or one user's) in a store,
- * read one session at a time. With `source`, the store is the target: a
- * session the source holds too counts with the writes of its own only (what
- * an earlier run copied is the source's), so that a run stopped half-way
- * and run again decides as a run that was never stopped.
- */
+/** The {@link ScopeClock} of an app's sessions (or one user's) in a store, read one session at a time. */
 async function scopeClockOf(
   service: BaseSessionService,
   appName: string,
   userId: string | undefined,
   scope: 'user' | 'app',
-  source?: BaseSessionService,
 ): Promise<ScopeClock> {
   const clock = new ScopeClock(scope);
   const { sessions } = await service.listSessions({ appName, ...(userId === undefined ? {} : { userId }) });
   for (const head of sessions) {
-    const key = { appName, userId: head.userId, sessionId: head.id };
-    const full = await service.getSession(key);
-    if (!full) continue;
-    const original = source && (await source.getSession(key));
-    clock.add(full, original ? new Set(original.events.map((event) => event.id)) : undefined);
+    const full = await service.getSession({ appName, userId: head.userId, sessionId: head.id });
+    if (full) clock.add(full);
   }
   return clock;
 }
