@@ -78,8 +78,8 @@ export const FIELD = {
    * Event ids hash: the prefix of the fields that record the last
    * {@link RECENT_WRITES} appends, one field per revision modulo that number
    * (this prefix, then the remainder in decimal), each holding the revision, a
-   * space and the field of the event id that append wrote. Writes of a create
-   * or an import, and of earlier versions, have none.
+   * space and the position in the log of the event that append wrote. Writes
+   * of a create or an import, and of earlier versions, have none.
    */
   recentWrite: '\u0000',
   /** Outbox: the last position given to an entry (microseconds of the shard's clock, or one more than the last). */

@@ -440,8 +440,10 @@ if not string.find(revision, '^%d+$') then return ${UNREADABLE_HEAD} end
 -- The event count is the log's length: a count that is not a number is taken from there.
 local count = tonumber(meta[2]) or redis.call('LLEN', KEYS.events)
 -- The record of the event each of the last appends wrote: the field of a revision (a number), and
--- its value (the revision as stored, a space, the event's id field).
+-- its value: the revision, a space, and the event's position in the log (short, so that the ids
+-- hash of a small session keeps Redis's compact encoding whatever the length of its ids).
 local function recent_write(at) return ${F.recentWrite} .. (at % ${RECENT_WRITES}) end
+local function record_of(at, position) return string.format('%.0f %.0f', at, position) end
 if revision ~= ARGV.expectedRevision then
   -- This append, sent again after its reply was lost (a client that re-sends after reconnecting, a
   -- caller's retry), finds its own write: its event, as sent, still in the log, written by the
@@ -451,10 +453,9 @@ if revision ~= ARGV.expectedRevision then
   local after = tonumber(ARGV.expectedRevision) + 1
   if tonumber(revision) >= after then
     local record = redis.call('HGET', KEYS.eventIds, recent_write(after))
-    local own = record == string.format('%.0f', after) .. ' ' .. ARGV.eventIdField
     local position = tonumber(redis.call('HGET', KEYS.eventIds, ARGV.eventIdField))
-    own = (own or (not record and tonumber(revision) == after))
-      and position and redis.call('LINDEX', KEYS.events, position) == ARGV.entry
+    local own = position and (record == record_of(after, position) or (not record and tonumber(revision) == after))
+      and redis.call('LINDEX', KEYS.events, position) == ARGV.entry
     if own and not record then
       local last = redis.call('HMGET', KEYS.session, ${F.updated}, ${F.rewritten})
       own = last[1] == ARGV.updateTime
@@ -471,6 +472,7 @@ if revision ~= ARGV.expectedRevision then
 end
 local new_revision = string.format('%.0f', tonumber(revision) + 1)
 local head = { ${F.revision}, new_revision, ${F.updated}, ARGV.updateTime }
+local written_at = count
 if redis.call('HSETNX', KEYS.eventIds, ARGV.eventIdField, count) == 1 then
   redis.call('RPUSH', KEYS.events, ARGV.entry)
   head[5] = ${F.count}
@@ -480,12 +482,13 @@ else
   local position = tonumber(redis.call('HGET', KEYS.eventIds, ARGV.eventIdField))
   if not position or position < 0 or position >= redis.call('LLEN', KEYS.events) then return ${UNREADABLE_LOG} end
   redis.call('LSET', KEYS.events, position, ARGV.entry)
+  written_at = position
   -- Part of the log's mark: new with each write in place, and drawn from what is written, so that
   -- a server that lost writes and reached this revision again by others has another mark.
   head[5] = ${F.rewritten}
   head[6] = redis.sha1hex(new_revision .. ' ' .. ARGV.entry)
 end
-redis.call('HSET', KEYS.eventIds, recent_write(tonumber(revision) + 1), new_revision .. ' ' .. ARGV.eventIdField)
+redis.call('HSET', KEYS.eventIds, recent_write(tonumber(revision) + 1), record_of(tonumber(revision) + 1, written_at))
 local next = hset_pairs(KEYS.session, head, ARGV_REST, tonumber(ARGV.nSession))
 next = hset_pairs(KEYS.userState, nil, next, tonumber(ARGV.nUser))
 local view = app_write(next, tonumber(ARGV.nApp))
