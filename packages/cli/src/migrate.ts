@@ -638,9 +638,7 @@ export async function copyAll(
             else if (report.verified) copied.push({ session: full, kept });
             failuresInARow = 0;
           } catch (error) {
-            report.processed++;
-            progress.done++;
-            options.onProgress?.(progress);
+            advance();
             fail(full, error);
             continue;
           } finally {

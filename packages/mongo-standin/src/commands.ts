@@ -6,7 +6,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BSON, Long, ObjectId } from 'bson';
-import { CommandError, errors } from './errors.js';
+import { CommandError, errors, MAX_DOCUMENT_BYTES } from './errors.js';
 import { evaluate } from './expressions.js';
 import { applyUpdate, matches, project, sortComparator, upsertSeed, validateFilter, validateUpdate } from './query.js';
 import { selectByRange, type Wanted } from './ranges.js';
@@ -14,7 +14,7 @@ import { Blocked, type Engine, type IndexInfo, idKeyOf, type Transaction } from 
 import { clone, type Doc, defineField, getPath, isDocument, valuesEqual } from './values.js';
 
 /** MongoDB's limit for one reply document, less room for the envelope. */
-const MAX_BATCH_BYTES = 16 * 1024 * 1024 - 16 * 1024;
+const MAX_BATCH_BYTES = MAX_DOCUMENT_BYTES - 16 * 1024;
 const DEFAULT_FIRST_BATCH = 101;
 /** How long a write outside a transaction waits for a transaction's lock. */
 const LOCK_WAIT_MS = 30_000;
@@ -779,7 +779,7 @@ function buildInfo(version: string): Doc {
     versionArray,
     gitVersion: 'adk-state-standin',
     bits: 64,
-    maxBsonObjectSize: 16777216,
+    maxBsonObjectSize: MAX_DOCUMENT_BYTES,
     ok: 1,
   };
 }

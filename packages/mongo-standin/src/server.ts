@@ -10,7 +10,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Long, ObjectId, Timestamp } from 'bson';
 import { type CommandContext, handlers, TRANSACTION_COMMANDS } from './commands.js';
-import { CommandError, errors } from './errors.js';
+import { CommandError, errors, MAX_DOCUMENT_BYTES } from './errors.js';
 import { Engine, type Transaction } from './storage.js';
 import { type Doc, isDocument } from './values.js';
 import { encodeReply, type Request, readMessages } from './wire.js';
@@ -468,7 +468,7 @@ export class StandInServer {
       helloOk: true,
       isWritablePrimary: true,
       ismaster: true,
-      maxBsonObjectSize: 16 * 1024 * 1024,
+      maxBsonObjectSize: MAX_DOCUMENT_BYTES,
       maxMessageSizeBytes: 48_000_000,
       maxWriteBatchSize: 100_000,
       localTime: now,
