@@ -21,9 +21,12 @@
  *    writer or a drain already applied it) or twice changes nothing. The
  *    write is acknowledged after this step.
  * 3. The next write to the shard (or a drain) tells the shard the mark it
- *    learned; entries known applied are removed two seconds later (so a
- *    reader whose app read was just before can still lay them over). An
- *    outbox holds only entries of the last seconds, and the marks one field
+ *    learned, whatever that write's own answer (stale, missing, stored); the
+ *    mark is kept until a script has recorded it, so a write that fails does
+ *    not lose it. Entries known applied are removed `outboxKeepMs` after
+ *    they were written (so a reader whose app read was just before can still
+ *    lay them over, and a failover of the app slot can be caught up). An
+ *    outbox holds only entries of the last `outboxKeepMs`, and the marks one field
  *    per shard: nothing grows with the number of writes or of sessions.
  *
  * A writer that dies between 1 and 2 leaves its entry in the outbox. A later
@@ -229,13 +232,21 @@ export class Outbox {
     });
   }
 
-  /** The mark learned for a shard and not yet handed to it ('' for none); handed over by the write it goes with. */
-  takeAck(appName: string, shard: number): string {
+  /**
+   * The mark learned for a shard and not yet handed to it ('' for none), for
+   * the next script that goes to the shard. It is kept until such a script
+   * has answered ({@link delivered}): a write that fails, or stops at data it
+   * cannot read, leaves it for the next one.
+   */
+  pendingAck(appName: string, shard: number): string {
+    return this.#acks.get(slotId(appName, shard)) ?? '';
+  }
+
+  /** The shard has recorded `ack`: it is forgotten, unless a later mark was learned meanwhile. */
+  delivered(appName: string, shard: number, ack: string): void {
+    if (ack === '') return;
     const id = slotId(appName, shard);
-    const ack = this.#acks.get(id);
-    if (ack === undefined) return '';
-    this.#acks.delete(id);
-    return ack;
+    if (this.#acks.get(id) === ack) this.#acks.delete(id);
   }
 
   /**
@@ -264,7 +275,7 @@ export class Outbox {
 
   /** Hands the shard the mark learned for it, if no write took it along meanwhile (in the background). */
   #handOver(appName: string, shard: number): void {
-    const ack = this.takeAck(appName, shard);
+    const ack = this.pendingAck(appName, shard);
     if (ack === '') return;
     const keys = shardKeys(this.#options.prefix, appName, shard, this.#options.shards);
     const signal = AbortSignal.any([this.#stop.signal, AbortSignal.timeout(DRAIN_TIMEOUT_MS)]);
@@ -276,7 +287,7 @@ export class Outbox {
       keyList(PEEK, keys),
       argList(PEEK, { ack, from: '', keepUs: this.#options.keepUs }),
     ).then(
-      () => {},
+      () => this.delivered(appName, shard, ack),
       () => {},
     );
     this.#track(running);
@@ -533,19 +544,19 @@ export class Outbox {
     for (let shard = 0; shard < this.#options.shards; shard++) {
       shards.push(shardKeys(this.#options.prefix, appName, shard, this.#options.shards));
     }
-    const peek = async (keys: ShardKeys) =>
-      this.view(
-        (await this.#run(
-          'drain',
-          true,
-          call,
-          PEEK,
-          keyList(PEEK, keys),
-          argList(PEEK, { ack: this.takeAck(appName, keys.shard), from: '', keepUs: this.#options.keepUs }),
-        )) as OutboxReply,
-        appName,
-        keys.shard,
+    const peek = async (keys: ShardKeys) => {
+      const ack = this.pendingAck(appName, keys.shard);
+      const reply = await this.#run(
+        'drain',
+        true,
+        call,
+        PEEK,
+        keyList(PEEK, keys),
+        argList(PEEK, { ack, from: '', keepUs: this.#options.keepUs }),
       );
+      this.delivered(appName, keys.shard, ack);
+      return this.view(reply as OutboxReply, appName, keys.shard);
+    };
     const read = await Promise.allSettled(shards.map(peek));
     const failures: unknown[] = [];
     const pending: Array<{ keys: ShardKeys; view: OutboxView }> = [];

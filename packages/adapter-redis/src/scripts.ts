@@ -275,6 +275,14 @@ local function app_write(from, count)
   outbox_add(KEYS.app, ARGV.appDelta)
   return outbox_view(KEYS.app, outbox_ack(KEYS.app, ARGV.ack, ARGV.keepUs), '')
 end
+
+-- A write that ends before its app delta (stale, missing, already made) still records the
+-- acknowledgement it carries (outbox only), which the caller handed over once: the outbox
+-- view of the shard after it, or nil on the direct protocol.
+local function keep_ack()
+  if ARGV.mode == 'd' then return nil end
+  return outbox_view(KEYS.app, outbox_ack(KEYS.app, ARGV.ack, ARGV.keepUs), '')
+end
 `;
 
 /** The append's answer when the session hash is not what the scripts write (no revision, or a revision that is not a whole number). */
@@ -285,7 +293,11 @@ export const UNREADABLE_LOG = -3;
 /** The keys of createSession, importSession and appendEvent: the user's shard, then the app bucket (direct) or the shard's outbox. */
 const WRITE_KEYS = ['session', 'events', 'eventIds', 'userState', 'shardIndex', 'userIndex', 'expiry', 'app'] as const;
 
-/** What a write says of expiry, the listing indexes and its app delta, after its own arguments. */
+/**
+ * What a write says of expiry, the listing indexes and its app delta, after
+ * its own arguments. On the outbox protocol the shard records the write's
+ * `ack` whatever the write answers, except data it cannot read.
+ */
 const WRITE_TAIL = [
   'ttlMs',
   'clock',
@@ -350,12 +362,15 @@ export const CREATE = define(
 -- The answer: the user bucket, and the app bucket (direct) or the outbox view (the write's own, else the shard's).
 local function created(view)
   if ARGV.mode == 'd' then view = redis.call('HGETALL', KEYS.app)
-  elseif not view then view = outbox_view(KEYS.app, outbox_meta(KEYS.app), '') end
+  elseif not view then view = keep_ack() end
   return { redis.call('HGETALL', KEYS.userState), view }
 end
 if redis.call('EXISTS', KEYS.session) == 1 then
   -- Each call draws its own life: this create, sent again after its reply was lost, finds its own session.
-  if redis.call('HGET', KEYS.session, ${F.life}) ~= ARGV.life then return 0 end
+  if redis.call('HGET', KEYS.session, ${F.life}) ~= ARGV.life then
+    keep_ack()
+    return 0
+  end
   return created(nil)
 end
 purge_some()
@@ -382,9 +397,11 @@ export const IMPORT = define(
 if redis.call('EXISTS', KEYS.session) == 1 then
   -- As a create: sent again after its reply was lost, the import finds its own session (and, on the
   -- outbox protocol, hands back the shard's outbox, so that its app delta is applied if it is not yet).
-  if redis.call('HGET', KEYS.session, ${F.life}) ~= ARGV.life then return 0 end
-  if ARGV.mode == 'd' then return 1 end
-  return outbox_view(KEYS.app, outbox_meta(KEYS.app), '')
+  if redis.call('HGET', KEYS.session, ${F.life}) ~= ARGV.life then
+    keep_ack()
+    return 0
+  end
+  return keep_ack() or 1
 end
 purge_some()
 local next, view = start_session({ ${F.revision}, ARGV.revision, ${F.life}, ARGV.life, ${F.updated}, ARGV.updateTime })
@@ -434,6 +451,7 @@ local meta = redis.call('HMGET', KEYS.session, ${F.revision}, ${F.count})
 local revision = meta[1]
 if not revision then
   if redis.call('EXISTS', KEYS.session) == 1 then return ${UNREADABLE_HEAD} end
+  keep_ack()
   return -1
 end
 if not string.find(revision, '^%d+$') then return ${UNREADABLE_HEAD} end
@@ -464,10 +482,10 @@ if revision ~= ARGV.expectedRevision then
     end
     if own then
       -- Its app delta, on the outbox protocol, may still wait in the outbox: the caller applies it.
-      if ARGV.mode == 'd' then return 0 end
-      return outbox_view(KEYS.app, outbox_meta(KEYS.app), '')
+      return keep_ack() or 0
     end
   end
+  keep_ack()
   return revision
 end
 local new_revision = string.format('%.0f', tonumber(revision) + 1)
@@ -498,6 +516,14 @@ local at = expiry_time(tonumber(ARGV.ttlMs), ARGV.clock, KEYS.session, false)
 if at then
   expire_session(KEYS.session, KEYS.events, KEYS.eventIds, KEYS.expiry, at, ARGV.expiryMember)
   purge_expired(string.sub(KEYS.shardIndex, 1, -2), KEYS.expiry, KEYS.shardIndex, 100)
+elseif count == 0 then
+  -- The first event, through a service without a time to live, of a session that has one (made by
+  -- a service with a TTL): the log and the id map it creates expire with the session.
+  local keep = redis.call('PEXPIRETIME', KEYS.session)
+  if keep > 0 then
+    redis.call('PEXPIREAT', KEYS.events, keep)
+    redis.call('PEXPIREAT', KEYS.eventIds, keep)
+  end
 end
 return view or 0
 `,

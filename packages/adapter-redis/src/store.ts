@@ -152,6 +152,13 @@ const KEY_CACHE_SIZE = 1_024;
 /** The app arguments of a direct write: its pairs go into the bucket, nothing into an outbox. */
 const DIRECT_TAIL = { mode: 'd', appDelta: '', ack: '', keepUs: '0' } as const;
 
+/** How a write passes its app delta: the pairs for the bucket (direct), and the last arguments of its script. */
+interface AppArguments {
+  count: number;
+  pairs: Bucket | undefined;
+  tail: { mode: string; appDelta: string; ack: string; keepUs: string };
+}
+
 /** The data under a key prefix was written with another number of shards than the service was given. */
 export class RedisLayoutError extends InvalidArgumentError {
   /** The number of shards recorded under the key prefix. */
@@ -242,21 +249,14 @@ export class RedisStore implements SessionStore {
     if (!this.#layoutChecked) await this.#checkLayout('createSession', call);
     const keys = this.#keys(input.key);
     const appDelta = input.appDelta;
+    const app = this.#appArguments(input.key.appName, keys.shard, appDelta);
     const creating = this.#run(
       'createSession',
       true,
       call,
       CREATE,
       this.#writeKeys(keys),
-      this.#newSessionArguments(
-        keys,
-        input.key.appName,
-        input.createTime,
-        input.revision,
-        input.state,
-        input.userDelta,
-        appDelta,
-      ),
+      this.#newSessionArguments(keys, input.createTime, input.revision, input.state, input.userDelta, app),
     );
     if (this.#direct) {
       const reply = await creating;
@@ -272,6 +272,7 @@ export class RedisStore implements SessionStore {
       await appRead?.catch(() => {});
       throw error;
     });
+    this.#outbox.delivered(input.key.appName, keys.shard, app.tail.ack);
     if (!Array.isArray(reply)) {
       await appRead?.catch(() => {});
       return { status: 'exists' };
@@ -329,18 +330,12 @@ export class RedisStore implements SessionStore {
     const keys = this.#keys(input.key);
     const events: string[] = [String(input.events.length)];
     for (const event of input.events) events.push(encodeEntry(event), encodeText(event.id));
+    const app = this.#appArguments(input.key.appName, keys.shard, input.appDelta);
     const reply = await this.#run('importSession', true, call, IMPORT, this.#writeKeys(keys), [
-      ...this.#newSessionArguments(
-        keys,
-        input.key.appName,
-        input.lastUpdateTime,
-        input.revision,
-        input.state,
-        input.userDelta,
-        input.appDelta,
-      ),
+      ...this.#newSessionArguments(keys, input.lastUpdateTime, input.revision, input.state, input.userDelta, app),
       ...events,
     ]);
+    this.#outbox.delivered(input.key.appName, keys.shard, app.tail.ack);
     if (reply === 0 || reply === '0') return { status: 'exists' };
     if (Array.isArray(reply)) {
       await this.#applyWritten('importSession', call, input.key.appName, keys.shard, reply as OutboxReply);
@@ -420,6 +415,9 @@ export class RedisStore implements SessionStore {
       pairs(input.sessionDelta, input.userDelta, app.pairs),
     );
     const reply = await this.#run('appendEvent', true, call, APPEND, this.#writeKeys(keys), args);
+    if (reply !== UNREADABLE_HEAD && reply !== UNREADABLE_LOG) {
+      this.#outbox.delivered(input.key.appName, keys.shard, app.tail.ack);
+    }
     if (Array.isArray(reply)) {
       await this.#applyWritten('appendEvent', call, input.key.appName, keys.shard, reply as OutboxReply);
       return { status: 'ok' };
@@ -442,11 +440,11 @@ export class RedisStore implements SessionStore {
    * How a write passes its app delta: as pairs into the bucket (direct), or
    * as one JSON text into the outbox with the mark learned for the shard.
    */
-  #appArguments(appName: string, shard: number, appDelta: Bucket) {
+  #appArguments(appName: string, shard: number, appDelta: Bucket): AppArguments {
     if (this.#direct) {
       return { count: appDelta.size, pairs: appDelta, tail: DIRECT_TAIL };
     }
-    const ack = this.#outbox.takeAck(appName, shard);
+    const ack = this.#outbox.pendingAck(appName, shard);
     return {
       count: 0,
       pairs: undefined,
@@ -466,14 +464,12 @@ export class RedisStore implements SessionStore {
    */
   #newSessionArguments(
     keys: SessionKeys,
-    appName: string,
     updateTime: number,
     revision: number,
     session: Bucket,
     user: Bucket,
-    appDelta: Bucket,
+    app: AppArguments,
   ): Array<string | number> {
-    const app = this.#appArguments(appName, keys.shard, appDelta);
     return argList(
       CREATE,
       {

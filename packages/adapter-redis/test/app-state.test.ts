@@ -85,6 +85,61 @@ describe('app: keys through the outbox (single server, one slot per script)', ()
     expect(Object.keys(marks)).toHaveLength(1);
   });
 
+  it('the mark a write learned reaches its shard with the next write whatever that write answers (stale, missing) or when it fails', async () => {
+    const appName = `app-${randomUUID()}`;
+    const key = { appName, userId: 'ada', sessionId: 's1' };
+    const keys = sessionKeys(keyPrefix, appName, 'ada', 's1', SHARDS);
+    let failNextAppend = false;
+    const failingOnce = {
+      get status() {
+        return client.status;
+      },
+      call(command: string, args: Array<string | number>) {
+        if (failNextAppend && command === 'evalsha' && args[0] === SCRIPT_SHAS.append) {
+          failNextAppend = false;
+          return Promise.reject(new Error('write ECONNRESET'));
+        }
+        return client.call(command, args);
+      },
+    } as unknown as Redis;
+    const writer = service({ client: failingOnce });
+    const session = await writer.createSession(key);
+    // A second object of the same session, read before the writes below: its appends are stale.
+    const held = (await writer.getSession(key)) as Session;
+    /** An append with app: keys (the apply teaches this writer the shard's mark), then what the shard has recorded. */
+    const learn = async (value: number) => {
+      await writer.appendEvent({ session, event: testEvent({ 'app:a': value }) });
+      return { mark: await client.hget(appKeys(keyPrefix, appName).marks, String(keys.shard)), known: await known() };
+    };
+    const known = () => client.hget(keys.outbox, FIELD.known);
+
+    // Each write hands over the mark the write before it learned.
+    const first = await learn(1);
+    expect(first.known).toBeNull();
+    // A stale append (a copy of the session from before) carries the mark: the shard records it.
+    await expect(writer.appendEvent({ session: held, event: testEvent({ x: 1 }) })).rejects.toThrow(/stale|changed/i);
+    expect(await known()).toBe(first.mark);
+
+    // An append to a session deleted meanwhile carries it too.
+    const second = await learn(2);
+    expect(second.known).toBe(first.mark);
+    await service().deleteSession(key);
+    await expect(writer.appendEvent({ session, event: testEvent({ x: 2 }) })).rejects.toThrow();
+    expect(await known()).toBe(second.mark);
+
+    // A write that never reached the server keeps the mark for the one after it.
+    const again = await writer.createSession(key);
+    await writer.appendEvent({ session: again, event: testEvent({ 'app:a': 3 }) });
+    const third = await client.hget(appKeys(keyPrefix, appName).marks, String(keys.shard));
+    expect(await known()).toBe(second.mark);
+    failNextAppend = true;
+    await expect(writer.appendEvent({ session: again, event: testEvent({ y: 1 }) })).rejects.toBeInstanceOf(
+      BackendError,
+    );
+    await writer.createSession({ ...key, sessionId: 's2' });
+    expect(await known()).toBe(third);
+  });
+
   it('a write that died between its two steps is applied by the next read of its session, exactly once', async () => {
     const appName = `app-${randomUUID()}`;
     const dying = service({ client: dyingBeforeAppStep(client) });

@@ -5,6 +5,7 @@
  * User and app state stay, and the listing indexes forget the expired session.
  */
 import { randomUUID } from 'node:crypto';
+import type { Session } from '@google/adk';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { RedisSessionService } from '../src/index.js';
@@ -111,6 +112,24 @@ describe('session time to live', () => {
     expect(Number(await client.call('pexpiretime', keys.eventIds))).toBe(created);
     expect(Number(await client.zscore(keys.expiry, keys.expiryMember))).toBe(created);
     expect(await client.pttl(keys.userState)).toBe(-1);
+  });
+
+  it('the first append through a service without a time to live gives the log and id map it creates the expiry the session has', async () => {
+    const { session, keys, created } = await createHourLong({ expireAfterIdleSeconds: 3600 });
+    const plain = new RedisSessionService({ client, keyPrefix });
+    const held = (await plain.getSession({ appName: session.appName, userId: 'u1', sessionId: 's1' })) as Session;
+    await plain.appendEvent({ session: held, event: event({ n: 1 }) });
+    await plain.appendEvent({ session: held, event: event({ n: 2 }) });
+    expect(Number(await client.call('pexpiretime', keys.session))).toBe(created);
+    expect(Number(await client.call('pexpiretime', keys.events))).toBe(created);
+    expect(Number(await client.call('pexpiretime', keys.eventIds))).toBe(created);
+
+    // A session without an expiry keeps none.
+    const forever = await plain.createSession({ appName: session.appName, userId: 'u1', sessionId: 'forever' });
+    await plain.appendEvent({ session: forever, event: event({ n: 1 }) });
+    const foreverKeys = sessionKeys(keyPrefix, session.appName, 'u1', 'forever', 1);
+    expect(await client.pttl(foreverKeys.events)).toBe(-1);
+    expect(await client.pttl(foreverKeys.eventIds)).toBe(-1);
   });
 
   it('a session on the creation clock expires on time although it is appended to all along', async () => {
