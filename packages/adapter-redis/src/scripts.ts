@@ -277,11 +277,17 @@ local function app_write(from, count)
 end
 
 -- A write that ends before its app delta (stale, missing, already made) still records the
--- acknowledgement it carries (outbox only), which the caller handed over once: the outbox
--- view of the shard after it, or nil on the direct protocol.
+-- acknowledgement it carries (outbox only): the outbox's meta after, or nil when it carries none.
 local function keep_ack()
+  if ARGV.mode == 'd' or ARGV.ack == '' then return nil end
+  return outbox_ack(KEYS.app, ARGV.ack, ARGV.keepUs)
+end
+
+-- What a write that found its own earlier write answers on the outbox protocol (nil on the
+-- direct one): the shard's outbox view, so that the caller applies its app delta if it waits there.
+local function own_view()
   if ARGV.mode == 'd' then return nil end
-  return outbox_view(KEYS.app, outbox_ack(KEYS.app, ARGV.ack, ARGV.keepUs), '')
+  return outbox_view(KEYS.app, keep_ack() or outbox_meta(KEYS.app), '')
 end
 `;
 
@@ -362,7 +368,7 @@ export const CREATE = define(
 -- The answer: the user bucket, and the app bucket (direct) or the outbox view (the write's own, else the shard's).
 local function created(view)
   if ARGV.mode == 'd' then view = redis.call('HGETALL', KEYS.app)
-  elseif not view then view = keep_ack() end
+  elseif not view then view = own_view() end
   return { redis.call('HGETALL', KEYS.userState), view }
 end
 if redis.call('EXISTS', KEYS.session) == 1 then
@@ -401,7 +407,7 @@ if redis.call('EXISTS', KEYS.session) == 1 then
     keep_ack()
     return 0
   end
-  return keep_ack() or 1
+  return own_view() or 1
 end
 purge_some()
 local next, view = start_session({ ${F.revision}, ARGV.revision, ${F.life}, ARGV.life, ${F.updated}, ARGV.updateTime })
@@ -482,7 +488,7 @@ if revision ~= ARGV.expectedRevision then
     end
     if own then
       -- Its app delta, on the outbox protocol, may still wait in the outbox: the caller applies it.
-      return keep_ack() or 0
+      return own_view() or 0
     end
   end
   keep_ack()
