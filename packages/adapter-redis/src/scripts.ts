@@ -259,6 +259,13 @@ local function expire_session(session, events, event_ids, expiry, at, member)
   redis.call('ZADD', expiry, at, member)
 end
 
+-- Records the acknowledgement a write carries (outbox only; also for a write that ends before its
+-- app delta: stale, missing, already made): the outbox's meta after, or nil when it carries none.
+local function keep_ack()
+  if ARGV.mode == 'd' or ARGV.ack == '' then return nil end
+  return outbox_ack(KEYS.app, ARGV.ack, ARGV.keepUs)
+end
+
 -- The app delta of a write. Direct ('d'): its pairs (after 'from') go into
 -- the app bucket, KEYS.app. Outbox ('o'): its JSON text, ARGV.appDelta, goes
 -- into the shard's outbox, KEYS.app, after the acknowledgement ARGV.ack is
@@ -269,18 +276,11 @@ local function app_write(from, count)
     return nil
   end
   if ARGV.appDelta == '' then
-    if ARGV.ack ~= '' then outbox_ack(KEYS.app, ARGV.ack, ARGV.keepUs) end
+    keep_ack()
     return nil
   end
   outbox_add(KEYS.app, ARGV.appDelta)
   return outbox_view(KEYS.app, outbox_ack(KEYS.app, ARGV.ack, ARGV.keepUs), '')
-end
-
--- A write that ends before its app delta (stale, missing, already made) still records the
--- acknowledgement it carries (outbox only): the outbox's meta after, or nil when it carries none.
-local function keep_ack()
-  if ARGV.mode == 'd' or ARGV.ack == '' then return nil end
-  return outbox_ack(KEYS.app, ARGV.ack, ARGV.keepUs)
 end
 
 -- What a write that found its own earlier write answers on the outbox protocol (nil on the

@@ -106,22 +106,24 @@ describe('app: keys through the outbox (single server, one slot per script)', ()
     const session = await writer.createSession(key);
     // A second object of the same session, read before the writes below: its appends are stale.
     const held = (await writer.getSession(key)) as Session;
-    /** An append with app: keys (the apply teaches this writer the shard's mark), then what the shard has recorded. */
-    const learn = async (value: number) => {
-      await writer.appendEvent({ session, event: testEvent({ 'app:a': value }) });
-      return { mark: await client.hget(appKeys(keyPrefix, appName).marks, String(keys.shard)), known: await known() };
-    };
+    /** The app slot's mark for the shard, and the mark the shard has recorded as known. */
+    const mark = () => client.hget(appKeys(keyPrefix, appName).marks, String(keys.shard));
     const known = () => client.hget(keys.outbox, FIELD.known);
+    /** An append with app: keys (the apply teaches this writer the shard's mark), then both marks. */
+    const learn = async (on: Session, value: number) => {
+      await writer.appendEvent({ session: on, event: testEvent({ 'app:a': value }) });
+      return { mark: await mark(), known: await known() };
+    };
 
     // Each write hands over the mark the write before it learned.
-    const first = await learn(1);
+    const first = await learn(session, 1);
     expect(first.known).toBeNull();
     // A stale append (a copy of the session from before) carries the mark: the shard records it.
     await expect(writer.appendEvent({ session: held, event: testEvent({ x: 1 }) })).rejects.toThrow(/stale|changed/i);
     expect(await known()).toBe(first.mark);
 
     // An append to a session deleted meanwhile carries it too.
-    const second = await learn(2);
+    const second = await learn(session, 2);
     expect(second.known).toBe(first.mark);
     await service().deleteSession(key);
     await expect(writer.appendEvent({ session, event: testEvent({ x: 2 }) })).rejects.toThrow();
@@ -129,15 +131,14 @@ describe('app: keys through the outbox (single server, one slot per script)', ()
 
     // A write that never reached the server keeps the mark for the one after it.
     const again = await writer.createSession(key);
-    await writer.appendEvent({ session: again, event: testEvent({ 'app:a': 3 }) });
-    const third = await client.hget(appKeys(keyPrefix, appName).marks, String(keys.shard));
-    expect(await known()).toBe(second.mark);
+    const third = await learn(again, 3);
+    expect(third.known).toBe(second.mark);
     failNextAppend = true;
     await expect(writer.appendEvent({ session: again, event: testEvent({ y: 1 }) })).rejects.toBeInstanceOf(
       BackendError,
     );
     await writer.createSession({ ...key, sessionId: 's2' });
-    expect(await known()).toBe(third);
+    expect(await known()).toBe(third.mark);
   });
 
   it('a write that died between its two steps is applied by the next read of its session, exactly once', async () => {
