@@ -1,5 +1,5 @@
 // Typechecks the TypeScript examples of the READMEs against the built packages, as a user's
-// project would see them. Each ```ts block of a package's README (and of the root README, read
+// project would see them. Each ```ts block of a package's or an example's README (and of the root README, read
 // from the memory adapter's folder, whose dependencies it names) becomes a module of its own in
 // <package>/.tmp/readme-examples, resolved from that package: its own name (package self-reference)
 // and its dependencies as installed. Fragments are welcome: a name the surrounding prose supplies
@@ -49,9 +49,11 @@ function allowed(code, message) {
 }
 
 const sources = [{ readme: join(root, 'README.md'), home: join(root, 'packages', 'adapter-memory') }];
-for (const name of readdirSync(join(root, 'packages')).sort()) {
-  const home = join(root, 'packages', name);
-  if (existsSync(join(home, 'README.md'))) sources.push({ readme: join(home, 'README.md'), home });
+for (const folder of ['packages', 'examples']) {
+  for (const name of readdirSync(join(root, folder)).sort()) {
+    const home = join(root, folder, name);
+    if (existsSync(join(home, 'README.md'))) sources.push({ readme: join(home, 'README.md'), home });
+  }
 }
 
 let checked = 0;
