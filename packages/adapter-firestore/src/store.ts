@@ -161,6 +161,7 @@ interface SessionRead {
 }
 
 export class FirestoreStore implements SessionStore {
+  readonly backend = 'firestore';
   readonly firestore: Firestore;
   /** The collection that holds one document per app. */
   readonly rootCollection: string;

@@ -52,6 +52,12 @@ function event(stateDelta: Record<string, unknown> = {}, fields: Partial<Event> 
 
 const app = () => `app-${randomUUID()}`;
 
+describe('the store', () => {
+  it("names its backend 'firestore', the name core gives telemetry (adk_state.backend, db.system.name)", () => {
+    expect(service().store.backend).toBe('firestore');
+  });
+});
+
 describe('document layout', () => {
   it('keeps apps, users, sessions and events where the README says, with the original ids in fields', async () => {
     const sessions = service();
