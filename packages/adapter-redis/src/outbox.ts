@@ -174,6 +174,8 @@ const DRAIN_TIMEOUT_MS = 30_000;
 
 /** How soon a mark learned from an apply is handed to its shard when no write of the shard takes it along. */
 const ACK_FLUSH_MS = 500;
+/** A position or a mark as the scripts write it: decimal digits below 2^53 (see `MARK` in scripts.ts). */
+const POSITION = /^\d{1,16}$/;
 
 /** How long `close()` lets running drains and mark hand-overs finish before it abandons them. */
 const CLOSE_WAIT_MS = 5_000;
@@ -259,7 +261,8 @@ export class Outbox {
    * so that the shard can remove what is applied whoever writes next.
    */
   #learn(appName: string, shard: number, mark: string, applied = false): void {
-    if (mark === '-1' || mark === '') return;
+    // None ('-1', ''), or not a position: never handed to a shard (the scripts answer none for those).
+    if (!POSITION.test(mark)) return;
     const id = slotId(appName, shard);
     remember(this.#marks, id, Number(mark));
     remember(this.#acks, id, mark);

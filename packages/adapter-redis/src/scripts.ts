@@ -123,6 +123,18 @@ end
 `;
 
 /**
+ * What these scripts take for a position or a mark written as text: whole
+ * decimal digits below 2^53 (at most 16 of them). Anything else, changed
+ * outside the store, counts as none: never compared, never passed on.
+ */
+const MARK = `
+local function position_of(text)
+  if type(text) ~= 'string' or #text > 16 or not string.find(text, '^%d+$') then return nil end
+  return tonumber(text)
+end
+`;
+
+/**
  * The shard side of the outbox (see `outbox.ts`). Positions are numbers
  * below 2^53 kept as decimal text: the shard's clock in microseconds, or one
  * more than the last position given, whichever is higher. The outbox is a
@@ -130,17 +142,17 @@ end
  * a sorted set of its positions beside it (its key plus `i`), so that a write
  * or a read touches only the entries it needs, however many are kept.
  */
-const OUTBOX = `
+const OUTBOX = `${MARK}
 -- The outbox's last, known and floor positions, as numbers (-1: none; a field that is not a
 -- number, changed outside the store, counts as none).
 local function outbox_meta(outbox)
   local meta = redis.call('HMGET', outbox, ${F.last}, ${F.known}, ${F.floor})
-  return { tonumber(meta[1]) or 0, tonumber(meta[2]) or -1, tonumber(meta[3]) or -1 }
+  return { position_of(meta[1]) or 0, position_of(meta[2]) or -1, position_of(meta[3]) or -1 }
 end
 
 -- Adds an entry (the delta as JSON text) and returns its position.
 local function outbox_add(outbox, delta)
-  local last = tonumber(redis.call('HGET', outbox, ${F.last})) or 0
+  local last = position_of(redis.call('HGET', outbox, ${F.last})) or 0
   local at = string.format('%.0f', math.max(now_us(), last + 1))
   redis.call('HSET', outbox, ${F.last}, at, at, delta)
   redis.call('ZADD', outbox .. ${I}, at, at)
@@ -152,8 +164,9 @@ end
 -- (at most 1000 a call). Returns the outbox's meta after.
 local function outbox_ack(outbox, ack, keep_us)
   local meta = outbox_meta(outbox)
-  if ack ~= '' and tonumber(ack) > meta[2] then
-    meta[2] = tonumber(ack)
+  local acked = position_of(ack)
+  if acked and acked > meta[2] then
+    meta[2] = acked
     redis.call('HSET', outbox, ${F.known}, ack)
   end
   if meta[2] < 0 then return meta end
@@ -821,7 +834,7 @@ export const APPLY = define(
   'apply',
   ['appState', 'marks'] as const,
   ['wantBucket'] as const,
-  `
+  `${MARK}
 local marks = {}
 local at = ARGV_REST
 while at <= #ARGV do
@@ -829,8 +842,8 @@ while at <= #ARGV do
   local floor = tonumber(ARGV[at + 1])
   local count = tonumber(ARGV[at + 2])
   local mark = redis.call('HGET', KEYS.marks, shard) or '-1'
-  local done = tonumber(mark)
-  -- A mark that is not a number (changed outside the store) counts as none.
+  local done = position_of(mark)
+  -- A mark that is not a position (changed outside the store) counts as none.
   if not done then mark, done = '-1', -1 end
   local gap = 0
   if floor > done then
@@ -872,9 +885,13 @@ export const READ_APP = define(
   'readApp',
   ['appState', 'marks'] as const,
   ['shard', 'drainMs'] as const,
-  `${NOW}
+  `${NOW}${MARK}
 local mark = ''
-if ARGV.shard ~= '' then mark = redis.call('HGET', KEYS.marks, ARGV.shard) or '-1' end
+if ARGV.shard ~= '' then
+  mark = redis.call('HGET', KEYS.marks, ARGV.shard)
+  -- None yet, or not a position (changed outside the store): none, as when applying.
+  if not position_of(mark) then mark = '-1' end
+end
 local claimed = 0
 if ARGV.drainMs ~= '' then
   local now = now_ms()

@@ -245,4 +245,23 @@ describe('the outbox protocol (one server, clusterProtocol) with outbox records 
       await stillWorks(fixtureOf, 20 + index);
     }
   });
+
+  it('a mark that is not a position, read before any apply repairs it, is never handed to the shard: the writes after it are whole', async () => {
+    for (const mark of ['soon', '1e5', '-3', ' 7', 'nan', 'inf', '12345678901234567', '']) {
+      const { service, key, session, app, shard } = await fixture();
+      await client.hset(app.marks, String(shard.shard), mark);
+      // A read of the session reads the app slot's mark of its shard first.
+      expect((await service.getSession(key))?.state).toEqual({ 'app:a': 1 });
+      // A write without app: keys carries the mark it learned; so does one with them.
+      for (const stateDelta of [{ n: 1 }, { 'app:a': 30 }]) {
+        await service.appendEvent({ session, event: createEvent({ author: 'a', actions: { stateDelta } }) });
+      }
+      const read = await service.getSession(key);
+      expect(read?.events).toHaveLength(2);
+      expect(read?.state).toEqual({ n: 1, 'app:a': 30 });
+      expect(await service.getAppState({ appName: key.appName })).toEqual({ a: 30 });
+      expect((await service.listSessions({ appName: key.appName })).sessions).toHaveLength(1);
+      expect(await client.hget(shard.outbox, FIELD.known)).toMatch(/^\d+$/);
+    }
+  });
 });
