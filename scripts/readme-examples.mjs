@@ -23,7 +23,7 @@ const FRAGMENT_CODES = new Set([
 ]);
 
 /** The ```ts blocks of a Markdown text, with the line each one's code starts on. */
-export function typescriptBlocks(text) {
+function typescriptBlocks(text) {
   const blocks = [];
   const lines = text.split('\n');
   let start = -1;
@@ -65,12 +65,10 @@ for (const { readme, home } of sources) {
   const dir = join(home, '.tmp', 'readme-examples', label.replaceAll('/', '_'));
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
-  const files = new Map();
   for (const block of blocks) {
-    const file = `line-${block.line}.mts`;
-    files.set(file, block.line);
-    // `export {}` makes a block without imports a module too (top-level await is allowed in one).
-    writeFileSync(join(dir, file), `${block.code}\nexport {};\n`);
+    // Named after the README line its code starts on. `export {}` makes a block without imports a
+    // module too (top-level await is allowed in one).
+    writeFileSync(join(dir, `line-${block.line}.mts`), `${block.code}\nexport {};\n`);
   }
   writeFileSync(
     join(dir, 'tsconfig.json'),
@@ -91,15 +89,14 @@ for (const { readme, home } of sources) {
   const result = spawnSync(tsc, ['-p', dir, '--pretty', 'false'], { encoding: 'utf8' });
   checked += blocks.length;
   for (const line of `${result.stdout}${result.stderr}`.split('\n')) {
-    const found = /^(?:.*\/)?(line-\d+\.mts)\((\d+),\d+\): error TS(\d+): (.*)$/.exec(line);
+    const found = /^(?:.*\/)?line-(\d+)\.mts\((\d+),\d+\): error TS(\d+): (.*)$/.exec(line);
     if (!found) {
       if (line.trim() !== '' && result.status !== 0 && !/^\s/.test(line)) problems.push(`${label}: ${line}`);
       continue;
     }
-    const [, file, row, code, message] = found;
+    const [, start, row, code, message] = found;
     if (allowed(Number(code), message)) continue;
-    const at = (files.get(file) ?? 0) + Number(row) - 1;
-    problems.push(`${label}:${at}: TS${code} ${message}`);
+    problems.push(`${label}:${Number(start) + Number(row) - 1}: TS${code} ${message}`);
   }
 }
 
