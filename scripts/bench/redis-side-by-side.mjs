@@ -14,6 +14,9 @@
  * the client and the server on CPUs of their own:
  *
  *   taskset -c 0 node scripts/bench/redis-side-by-side.mjs /tmp/old --server-cpus 1
+ *
+ * `--protocol outbox` runs both sides on the cluster protocol (`clusterProtocol`,
+ * 16 shards) instead of the direct one.
  */
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -29,6 +32,7 @@ const { values, positionals } = parseArgs({
     rounds: { type: 'string', default: '3' },
     scale: { type: 'string', default: '1' },
     only: { type: 'string' },
+    protocol: { type: 'string', default: 'direct' },
     'server-cpus': { type: 'string' },
   },
 });
@@ -39,6 +43,19 @@ if (!oldRoot) {
 }
 const rounds = Number(values.rounds);
 const scale = Number(values.scale);
+/**
+ * `--protocol outbox`: both sides on the cluster protocol (the app's
+ * `app:` keys through the shards' outboxes), on the one server.
+ */
+const PROTOCOLS = {
+  direct: {},
+  outbox: { clusterProtocol: true, shards: 16, drainIntervalMs: Number.POSITIVE_INFINITY },
+};
+const protocol = PROTOCOLS[values.protocol];
+if (!protocol) {
+  console.error(`--protocol: direct or outbox, not ${values.protocol}`);
+  process.exit(2);
+}
 const newRoot = path.resolve(import.meta.dirname, '../..');
 
 /** The adapter of a tree, loaded from its build, with the ioredis and ADK that tree resolves. */
@@ -105,7 +122,7 @@ async function measure(side, name) {
   const keyPrefix = `sbs-${side}-${randomUUID().slice(0, 6)}:`;
   // A build without the option ignores it (and has no log cache to turn off).
   const logCacheBytes = name.endsWith('logCacheBytes: 0') ? { logCacheBytes: 0 } : {};
-  const service = new adapter.RedisSessionService({ client, keyPrefix, ...logCacheBytes });
+  const service = new adapter.RedisSessionService({ client, keyPrefix, ...logCacheBytes, ...protocol });
   const appName = 'app';
   try {
     let calls = 0;

@@ -278,6 +278,12 @@ export class Connection {
         if (call?.usage) call.usage.roundTrips++;
         const kind = refusalKind(error);
         if (kind) throw new BackendError(step.operation, error, { kind });
+        // A key of another type than the scripts keep (written outside adk-state) where a command
+        // went: a write's own check answers before writing (scripts.ts, FOREIGNTYPE); elsewhere a
+        // write may have written before the command that failed.
+        if (error instanceof Error && error.message.startsWith('WRONGTYPE')) {
+          throw new BackendError(step.operation, error, { kind: 'unreadable-data', mayHaveApplied: step.write });
+        }
         throw error;
       }
       throw this.#failure(step, error, queued && this.#ready.count === readyBefore);

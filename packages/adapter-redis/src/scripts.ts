@@ -35,6 +35,7 @@
  *   text is too. Event entries, the bulk of a read, stay plain replies.
  */
 import { createHash } from 'node:crypto';
+import { UnreadableDataError } from '@adk-state/core/store';
 import { FIELD, luaString, OUTBOX_INDEX_SUFFIX, PART, RECENT_WRITES } from './keys.js';
 
 /** A script with its SHA1 and the names of its keys and fixed arguments, in order. */
@@ -109,6 +110,15 @@ const P = Object.fromEntries(Object.entries(PART).map(([name, text]) => [name, l
   keyof typeof PART,
   string
 >;
+
+/**
+ * The code of the error a write answers, having written nothing, when a key
+ * it would change holds another type than the one the scripts keep there
+ * (written outside adk-state): `FOREIGNTYPE <expected> <found> <key>`.
+ * Redis keeps what a script wrote before a command failed, so a write checks
+ * first.
+ */
+export const FOREIGN_TYPE = 'FOREIGNTYPE';
 
 /** The server's clock in milliseconds and microseconds. */
 const NOW = `
@@ -209,12 +219,33 @@ end
 `;
 
 /**
+ * What a write checks before it changes anything: the type of every key it
+ * may change without having read it first (see {@link FOREIGN_TYPE}).
+ */
+const FOREIGN = `
+-- checks: key, type, key, type, ... Returns the error reply the script answers, naming the first
+-- key that holds another type, or nil when each is absent or of its type. An error reply ends at a
+-- 0 byte: the key's backslashes are written doubled and its 0 bytes as a backslash and a 0.
+local function foreign_key(checks)
+  for at = 1, #checks, 2 do
+    local found = redis.call('TYPE', checks[at]).ok
+    if found ~= 'none' and found ~= checks[at + 1] then
+      local key = string.gsub(checks[at], '[%z\\\\]', function(c) if c == '\\\\' then return '\\\\\\\\' end return '\\\\0' end)
+      return redis.error_reply('${FOREIGN_TYPE} ' .. checks[at + 1] .. ' ' .. found .. ' ' .. key)
+    end
+  end
+  return nil
+end
+`;
+
+/**
  * Removes expired sessions of a shard (at most `limit`, nil for all) from its
  * indexes, and their keys if still there. Needs `now_ms` (NOW).
  */
 const PURGE = `
 local function purge_expired(base, expiry, shard_index, limit)
-  if redis.call('EXISTS', expiry) == 0 then return end
+  -- None, or another type (written outside adk-state, which a write refuses to touch): nothing to purge.
+  if redis.call('TYPE', expiry).ok ~= 'zset' then return end
   local cut = '(' .. string.format('%.0f', now_ms())
   local gone
   if limit then gone = redis.call('ZRANGEBYSCORE', expiry, '-inf', cut, 'LIMIT', 0, limit)
@@ -227,7 +258,8 @@ local function purge_expired(base, expiry, shard_index, limit)
       local session = string.sub(pair, split + 1)
       redis.call('DEL', base .. ${P.session} .. ':' .. pair, base .. ${P.events} .. ':' .. pair, base .. ${P.eventIds} .. ':' .. pair)
       redis.call('ZREM', shard_index, session .. '\\0' .. user)
-      redis.call('ZREM', base .. ${P.userIndex} .. ':' .. user, session)
+      -- Another user's index, not among the keys the caller checked: one of another type is left as it is.
+      redis.pcall('ZREM', base .. ${P.userIndex} .. ':' .. user, session)
     end
     redis.call('ZREM', expiry, pair)
   end
@@ -235,7 +267,22 @@ end
 `;
 
 /** Shared Lua helpers of the scripts that write sessions; they take keys as parameters, never from KEYS. */
-const HELPERS = `${NOW}${OUTBOX}${PURGE}
+const HELPERS = `${NOW}${OUTBOX}${PURGE}${FOREIGN}
+-- The checks of a create, an import or an append (after the given ones): the user bucket when the
+-- write has user pairs, the expiry index with a time to live, and where its app delta or ack goes.
+local function foreign_write(checks)
+  if tonumber(ARGV.nUser) > 0 then checks[#checks + 1] = KEYS.userState checks[#checks + 1] = 'hash' end
+  if tonumber(ARGV.ttlMs) > 0 then checks[#checks + 1] = KEYS.expiry checks[#checks + 1] = 'zset' end
+  if ARGV.mode == 'd' then
+    if tonumber(ARGV.nApp) > 0 then checks[#checks + 1] = KEYS.app checks[#checks + 1] = 'hash' end
+  elseif ARGV.ack ~= '' or ARGV.appDelta ~= '' then
+    checks[#checks + 1] = KEYS.app
+    checks[#checks + 1] = 'hash'
+    checks[#checks + 1] = KEYS.app .. ${I}
+    checks[#checks + 1] = 'zset'
+  end
+  return foreign_key(checks)
+end
 local function hset_pairs(key, head, from, count)
   local last = from + 2 * count - 1
   if head then
@@ -384,6 +431,8 @@ local function created(view)
   elseif not view then view = own_view() end
   return { redis.call('HGETALL', KEYS.userState), view }
 end
+local foreign = foreign_write({ KEYS.session, 'hash', KEYS.shardIndex, 'zset', KEYS.userIndex, 'zset', KEYS.expiry, 'zset' })
+if foreign then return foreign end
 if redis.call('EXISTS', KEYS.session) == 1 then
   -- Each call draws its own life: this create, sent again after its reply was lost, finds its own session.
   if redis.call('HGET', KEYS.session, ${F.life}) ~= ARGV.life then
@@ -413,6 +462,8 @@ export const IMPORT = define(
   WRITE_KEYS,
   NEW_SESSION_ARGS,
   `${NEW_SESSION}
+local foreign = foreign_write({ KEYS.session, 'hash', KEYS.shardIndex, 'zset', KEYS.userIndex, 'zset', KEYS.expiry, 'zset' })
+if foreign then return foreign end
 if redis.call('EXISTS', KEYS.session) == 1 then
   -- As a create: sent again after its reply was lost, the import finds its own session (and, on the
   -- outbox protocol, hands back the shard's outbox, so that its app delta is applied if it is not yet).
@@ -466,7 +517,10 @@ export const APPEND = define(
   WRITE_KEYS,
   ['expectedRevision', 'updateTime', 'entry', 'eventIdField', 'nSession', 'nUser', 'nApp', ...WRITE_TAIL] as const,
   `${HELPERS}
-local meta = redis.call('HMGET', KEYS.session, ${F.revision}, ${F.count})
+local meta = redis.pcall('HMGET', KEYS.session, ${F.revision}, ${F.count})
+if meta.err then return foreign_key({ KEYS.session, 'hash' }) or meta end
+local foreign = foreign_write({ KEYS.events, 'list', KEYS.eventIds, 'hash', KEYS.shardIndex, 'zset', KEYS.userIndex, 'zset' })
+if foreign then return foreign end
 local revision = meta[1]
 if not revision then
   if redis.call('EXISTS', KEYS.session) == 1 then return ${UNREADABLE_HEAD} end
@@ -697,7 +751,9 @@ export const DELETE = define(
   'delete',
   ['session', 'events', 'eventIds', 'shardIndex', 'userIndex', 'expiry'] as const,
   ['appMember', 'userMember', 'expiryMember'] as const,
-  `
+  `${FOREIGN}
+local foreign = foreign_key({ KEYS.shardIndex, 'zset', KEYS.userIndex, 'zset', KEYS.expiry, 'zset' })
+if foreign then return foreign end
 redis.call('DEL', KEYS.session, KEYS.events, KEYS.eventIds)
 redis.call('ZREM', KEYS.shardIndex, ARGV.appMember)
 redis.call('ZREM', KEYS.userIndex, ARGV.userMember)
@@ -705,6 +761,19 @@ redis.call('ZREM', KEYS.expiry, ARGV.expiryMember)
 return 1
 `,
 );
+
+/**
+ * A listed session's head or user bucket, or none when its key holds
+ * another type (written outside adk-state): the listing shows the rest. A
+ * session whose head is not a hash is left out, as one deleted meanwhile.
+ */
+const LISTED = `
+local function hash_of(key)
+  local found = redis.pcall('HGETALL', key)
+  if found.err then return {} end
+  return found
+end
+`;
 
 /**
  * listSessions of one user, or of a whole app stored in one slot: a window
@@ -721,7 +790,7 @@ export const LIST = define(
   'list',
   ['index', 'expiry', 'shardIndex', 'appState'] as const,
   ['order', 'offset', 'limit', 'encodedUser'] as const,
-  `${PURGE_EXPIRED}${WINDOW}
+  `${PURGE_EXPIRED}${WINDOW}${LISTED}
 local base = string.sub(KEYS.shardIndex, 1, -2)
 purge_expired(base, KEYS.expiry, KEYS.shardIndex)
 local total = redis.call('ZCARD', KEYS.index)
@@ -741,10 +810,10 @@ for at = 1, #scored, 2 do
     session = string.sub(member, 1, cut - 1)
     user = string.sub(member, cut + 1)
   end
-  sessions[#sessions + 1] = { member, redis.call('HGETALL', base .. ${P.session} .. ':' .. user .. '\\0' .. session) }
+  sessions[#sessions + 1] = { member, hash_of(base .. ${P.session} .. ':' .. user .. '\\0' .. session) }
   if not seen[user] then
     seen[user] = true
-    users[#users + 1] = { user, redis.call('HGETALL', base .. ${P.userState} .. ':' .. user) }
+    users[#users + 1] = { user, hash_of(base .. ${P.userState} .. ':' .. user) }
   end
 end
 local app = 0
@@ -789,7 +858,7 @@ export const FETCH = define(
   'fetch',
   [],
   [],
-  `
+  `${LISTED}
 local out = {}
 local at = 1
 for k = 1, #KEYS do
@@ -801,10 +870,10 @@ for k = 1, #KEYS do
     local cut = string.find(member, '\\0', 1, true)
     local session = string.sub(member, 1, cut - 1)
     local user = string.sub(member, cut + 1)
-    sessions[#sessions + 1] = { member, redis.call('HGETALL', base .. ${P.session} .. ':' .. user .. '\\0' .. session) }
+    sessions[#sessions + 1] = { member, hash_of(base .. ${P.session} .. ':' .. user .. '\\0' .. session) }
     if not seen[user] then
       seen[user] = true
-      users[#users + 1] = { user, redis.call('HGETALL', base .. ${P.userState} .. ':' .. user) }
+      users[#users + 1] = { user, hash_of(base .. ${P.userState} .. ':' .. user) }
     end
   end
   at = at + count + 1
@@ -957,7 +1026,11 @@ return ARGV.shards
 /** Sends one command and resolves with its reply (see `connection.ts`). */
 export type Send = (command: string, args: Array<string | number>) => Promise<unknown>;
 
-/** Runs `script` on the node that owns `keys[0]`: one round trip, two when the server lacks the script. */
+/**
+ * Runs `script` on the node that owns `keys[0]`: one round trip, two when the
+ * server lacks the script. A write's {@link FOREIGN_TYPE} answer (nothing
+ * written) becomes an {@link UnreadableDataError} naming the key.
+ */
 export async function runScript(
   send: Send,
   target: Script,
@@ -967,9 +1040,24 @@ export async function runScript(
   try {
     return await send('evalsha', [target.sha, keys.length, ...keys, ...args]);
   } catch (error) {
-    if (!isNoScript(error)) throw error;
-    return send('eval', [target.source, keys.length, ...keys, ...args]);
+    if (!isNoScript(error)) throw foreignType(error) ?? error;
+    try {
+      return await send('eval', [target.source, keys.length, ...keys, ...args]);
+    } catch (error) {
+      throw foreignType(error) ?? error;
+    }
   }
+}
+
+/** The {@link FOREIGN_TYPE} answer as an {@link UnreadableDataError}, or undefined for any other error. */
+function foreignType(error: unknown): UnreadableDataError | undefined {
+  if (!(error instanceof Error) || !error.message.startsWith(`${FOREIGN_TYPE} `)) return undefined;
+  const [, expected, found, key] = /^\S+ (\S+) (\S+) ([\s\S]*)$/.exec(error.message) ?? [];
+  if (key === undefined) return undefined;
+  const name = key.replace(/\\([\\0])/g, (_escape, char: string) => (char === '0' ? '\0' : char));
+  return new UnreadableDataError(
+    `the key ${JSON.stringify(name)} holds a ${found} where adk-state keeps a ${expected} (written outside adk-state)`,
+  );
 }
 
 function isNoScript(error: unknown): boolean {

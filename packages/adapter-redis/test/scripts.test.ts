@@ -68,9 +68,18 @@ describe.skipIf(!available)('script loading (server of its own)', () => {
       service.appendEvent({ session, event: event({ a: 1, 'user:b': 2, 'app:c': 3 }) }),
     );
     // evalsha is the request; the rest ran inside the script: reading the revision and event
-    // count, claiming the event id, pushing the entry, recording which event this write wrote,
-    // writing the session (with its new revision), user and app hashes, and updating the two
-    // listing indexes.
-    expect(Object.fromEntries(commands)).toEqual({ evalsha: 1, hmget: 1, hsetnx: 1, rpush: 1, hset: 4, zadd: 2 });
+    // count, checking the type of the six keys it changes without reading them (log, id map,
+    // two indexes, user and app hashes), claiming the event id, pushing the entry, recording
+    // which event this write wrote, writing the session (with its new revision), user and app
+    // hashes, and updating the two listing indexes.
+    expect(Object.fromEntries(commands)).toEqual({
+      evalsha: 1,
+      hmget: 1,
+      type: 6,
+      hsetnx: 1,
+      rpush: 1,
+      hset: 4,
+      zadd: 2,
+    });
   });
 });

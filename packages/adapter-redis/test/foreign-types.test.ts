@@ -1,0 +1,233 @@
+/**
+ * A key under the prefix that holds another type than the one the scripts
+ * keep there (written outside adk-state): Redis keeps what a script wrote
+ * before a command failed, so every write checks the keys it would change
+ * first. A write that would touch such a key fails with a BackendError of
+ * kind 'unreadable-data' that names the key and says nothing was written,
+ * and nothing was; a read that needs the key fails the same way; the rest
+ * (other sessions, the listing, the purge of expired sessions) goes on, and
+ * removing the key repairs it.
+ */
+import { randomUUID } from 'node:crypto';
+import { expectCode } from '@adk-state/conformance-tests';
+import type { BackendError } from '@adk-state/core';
+import { createEvent, type Session } from '@google/adk';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { RedisSessionService, type RedisSessionServiceOptions } from '../src/index.js';
+import { OUTBOX_INDEX_SUFFIX, sessionKeys } from '../src/keys.js';
+import { quitShared } from './support/index.js';
+
+const failure = (promise: Promise<unknown>) => expectCode(promise, 'BACKEND_ERROR') as Promise<BackendError>;
+
+let client: Redis;
+const made: RedisSessionService[] = [];
+beforeAll(() => {
+  client = new Redis(inject('redisUrl'));
+});
+afterAll(async () => {
+  await Promise.all(made.map((service) => service.close()));
+  await quitShared(client);
+});
+
+/** Every key under `prefix`, with its type, content and expiry: what a write that wrote nothing leaves as it was. */
+async function dump(prefix: string): Promise<string> {
+  const keys = (await client.keys(`${prefix}*`)).sort();
+  const out: unknown[] = [];
+  for (const key of keys) {
+    const type = await client.type(key);
+    const content =
+      type === 'hash'
+        ? await client.hgetall(key)
+        : type === 'list'
+          ? await client.lrange(key, 0, -1)
+          : type === 'zset'
+            ? await client.zrange(key, 0, -1, 'WITHSCORES')
+            : await client.get(key);
+    out.push([key, type, content, await client.pexpiretime(key)]);
+  }
+  return JSON.stringify(out);
+}
+
+/** The parts of a session's keys a write may change, and where each lives. */
+type Part =
+  | 'session'
+  | 'events'
+  | 'eventIds'
+  | 'userState'
+  | 'shardIndex'
+  | 'userIndex'
+  | 'expiry'
+  | 'app'
+  | 'outboxIndex';
+
+const PROTOCOLS = {
+  direct: {},
+  outbox: { clusterProtocol: true, shards: 2, drainIntervalMs: Number.POSITIVE_INFINITY },
+} as const satisfies Record<string, Partial<RedisSessionServiceOptions>>;
+
+/** What a fresh reader (no cached log) of the damaged session needs: the head, the log, the user bucket, the app's part. */
+const READ_NEEDS: readonly Part[] = ['session', 'events', 'userState', 'app', 'outboxIndex'];
+/** What a create of another session of the same user touches. */
+const CREATE_TOUCHES: readonly Part[] = ['userState', 'shardIndex', 'userIndex', 'expiry', 'app', 'outboxIndex'];
+/** What a delete touches that it does not remove outright. */
+const DELETE_TOUCHES: readonly Part[] = ['shardIndex', 'userIndex', 'expiry'];
+
+describe.each(
+  Object.keys(PROTOCOLS) as Array<keyof typeof PROTOCOLS>,
+)('the Redis store (%s) with a key of another type', (protocol) => {
+  const shards = protocol === 'outbox' ? 2 : 1;
+
+  async function fixture(part: Part) {
+    const keyPrefix = `${inject('testPrefix')}-${randomUUID()}:`;
+    const make = () => {
+      const service = new RedisSessionService({
+        client,
+        keyPrefix,
+        expireAfterIdleSeconds: 3600,
+        ...PROTOCOLS[protocol],
+      } as RedisSessionServiceOptions);
+      made.push(service);
+      return service;
+    };
+    const service = make();
+    const appName = 'app';
+    const key = { appName, userId: 'u', sessionId: 's' };
+    const session = await service.createSession({ ...key, state: { a: 1, 'user:c': 3, 'app:b': 2 } });
+    await service.appendEvent({
+      session,
+      event: createEvent({ id: 'e1', author: 'a', actions: { stateDelta: { a: 2, 'app:b': 3 } } }),
+    });
+    // Another user's session, whose keys are not touched.
+    await service.createSession({ appName, userId: 'v', sessionId: 'other', state: { z: 1 } });
+    const keys = sessionKeys(keyPrefix, appName, 'u', 's', shards);
+    const where: Record<Part, string | undefined> = {
+      session: keys.session,
+      events: keys.events,
+      eventIds: keys.eventIds,
+      userState: keys.userState,
+      shardIndex: keys.shardIndex,
+      userIndex: keys.userIndex,
+      expiry: keys.expiry,
+      app: protocol === 'direct' ? keys.app.appState : keys.outbox,
+      outboxIndex: protocol === 'direct' ? undefined : keys.outbox + OUTBOX_INDEX_SUFFIX,
+    };
+    const foreign = where[part] as string;
+    await client.del(foreign);
+    await client.set(foreign, 'written by something else');
+    return { service, make, key, session, foreign, keyPrefix };
+  }
+
+  /** The failure of a write that must not have written: typed, naming the key, the data as it was. */
+  async function refused(write: Promise<unknown>, foreign: string, keyPrefix: string, before: string) {
+    const error = await failure(write);
+    expect(error.kind).toBe('unreadable-data');
+    expect(error.mayHaveApplied).toBe(false);
+    expect(error.message).toContain(JSON.stringify(foreign));
+    expect(await dump(keyPrefix)).toBe(before);
+  }
+
+  const parts = (
+    ['session', 'events', 'eventIds', 'userState', 'shardIndex', 'userIndex', 'expiry', 'app'] as Part[]
+  ).concat(protocol === 'outbox' ? ['outboxIndex'] : []);
+
+  it.each(
+    parts,
+  )('%s: an append fails typed having written nothing, and only what needs the key fails', async (part) => {
+    const { service, make, key, session, foreign, keyPrefix } = await fixture(part);
+    const before = await dump(keyPrefix);
+    const event = createEvent({ id: 'e2', author: 'a', actions: { stateDelta: { a: 3, 'user:c': 4, 'app:b': 5 } } });
+    await refused(service.appendEvent({ session, event }), foreign, keyPrefix, before);
+
+    // A create of another session of the same user.
+    const another = { ...key, sessionId: 's2', state: { x: 1, 'user:c': 5, 'app:b': 6 } };
+    if (CREATE_TOUCHES.includes(part)) {
+      await refused(service.createSession(another), foreign, keyPrefix, before);
+    } else {
+      expect((await service.createSession(another)).state).toMatchObject({ x: 1, 'user:c': 5, 'app:b': 6 });
+    }
+
+    // A reader that holds nothing of the session.
+    const reader = make();
+    if (READ_NEEDS.includes(part)) {
+      const error = await failure(reader.getSession(key));
+      expect(error.kind).toBe('unreadable-data');
+      expect(error.mayHaveApplied).toBe(false);
+    } else {
+      expect((await reader.getSession(key))?.events.map((each) => each.id)).toEqual(['e1']);
+    }
+
+    // The other user's session reads and lists as before, unless the key is the app bucket (part of
+    // every session of the app, on one server) or the listing's own index.
+    const other = reader.getSession({ appName: key.appName, userId: 'v', sessionId: 'other' });
+    const everyone = part === 'app' && protocol === 'direct';
+    if (everyone) {
+      expect((await failure(other)).kind).toBe('unreadable-data');
+    } else {
+      expect((await other)?.state).toEqual(expect.objectContaining({ z: 1 }));
+    }
+    if (part === 'shardIndex' || everyone) {
+      expect((await failure(reader.listSessions({ appName: key.appName }))).kind).toBe('unreadable-data');
+    } else {
+      const listed = (await reader.listSessions({ appName: key.appName })).sessions.map((each) => each.id);
+      expect(listed).toContain('other');
+      // A head that is not a hash is left out of the listing, as a session deleted meanwhile.
+      expect(listed.includes('s')).toBe(part !== 'session');
+    }
+
+    // The session's own keys go with it; a shared index of another type stops the delete before it removes anything.
+    const beforeDelete = await dump(keyPrefix);
+    if (DELETE_TOUCHES.includes(part)) {
+      await refused(service.deleteSession(key), foreign, keyPrefix, beforeDelete);
+    } else {
+      await service.deleteSession(key);
+      expect(await reader.getSession(key)).toBeUndefined();
+    }
+
+    // Removing the key repairs it: the session is made again, appended to with every scope, and read.
+    await client.del(foreign);
+    await service.deleteSession(key);
+    const again: Session = await service.createSession({ ...key, state: { a: 1 } });
+    await service.appendEvent({ session: again, event });
+    const read = await make().getSession(key);
+    expect(read?.events.map((each) => each.id)).toEqual(['e2']);
+    expect(read?.state).toEqual(expect.objectContaining({ a: 3, 'user:c': 4, 'app:b': 5 }));
+  });
+});
+
+describe('the purge of expired sessions', () => {
+  it("another user's index of another type does not stop the writes that purge: the expired session goes, the key stays", async () => {
+    const keyPrefix = `${inject('testPrefix')}-${randomUUID()}:`;
+    const service = new RedisSessionService({ client, keyPrefix, expireAfterIdleSeconds: 3600 });
+    made.push(service);
+    const appName = 'app';
+    const gone = sessionKeys(keyPrefix, appName, 'v', 'old');
+    await service.createSession({ appName, userId: 'v', sessionId: 'old' });
+    // The other user's session has expired (its expiry entry is in the past) and its index is not a sorted set.
+    await client.zadd(gone.expiry, 1, gone.expiryMember);
+    await client.del(gone.userIndex);
+    await client.set(gone.userIndex, 'written by something else');
+    const key = { appName, userId: 'u', sessionId: 's' };
+    const session = await service.createSession({ ...key, state: { a: 1 } });
+    for (let turn = 0; turn < 3; turn++) {
+      await service.appendEvent({ session, event: createEvent({ author: 'a', actions: { stateDelta: { a: turn } } }) });
+    }
+    expect((await service.getSession(key))?.events).toHaveLength(3);
+    expect(await client.exists(gone.session)).toBe(0);
+    expect(await client.zscore(gone.expiry, gone.expiryMember)).toBeNull();
+    expect(await client.get(gone.userIndex)).toBe('written by something else');
+    expect((await service.listSessions({ appName })).sessions.map((each) => each.id)).toEqual(['s']);
+  });
+
+  it('an expiry index of another type is not purged, and the listing goes on', async () => {
+    const keyPrefix = `${inject('testPrefix')}-${randomUUID()}:`;
+    const service = new RedisSessionService({ client, keyPrefix });
+    made.push(service);
+    const appName = 'app';
+    const keys = sessionKeys(keyPrefix, appName, 'u', 's');
+    await service.createSession({ appName, userId: 'u', sessionId: 's' });
+    await client.set(keys.expiry, 'written by something else');
+    expect((await service.listSessions({ appName })).sessions.map((each) => each.id)).toEqual(['s']);
+    expect((await service.listSessions({ appName, userId: 'u' })).sessions.map((each) => each.id)).toEqual(['s']);
+  });
+});
