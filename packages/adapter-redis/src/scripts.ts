@@ -225,12 +225,13 @@ end
 const FOREIGN = `
 -- checks: key, type, key, type, ... Returns the error reply the script answers, naming the first
 -- key that holds another type, or nil when each is absent or of its type. An error reply ends at a
--- 0 byte: the key's backslashes are written doubled and its 0 bytes as a backslash and a 0.
+-- 0 byte and has no line breaks, and the key comes last: its control bytes, spaces and backslashes
+-- are written as \\xHH.
 local function foreign_key(checks)
   for at = 1, #checks, 2 do
     local found = redis.call('TYPE', checks[at]).ok
     if found ~= 'none' and found ~= checks[at + 1] then
-      local key = string.gsub(checks[at], '[%z\\\\]', function(c) if c == '\\\\' then return '\\\\\\\\' end return '\\\\0' end)
+      local key = string.gsub(checks[at], '[%z%c \\\\]', function(c) return string.format('\\\\x%02x', string.byte(c)) end)
       return redis.error_reply('${FOREIGN_TYPE} ' .. checks[at + 1] .. ' ' .. found .. ' ' .. key)
     end
   end
@@ -1052,9 +1053,11 @@ export async function runScript(
 /** The {@link FOREIGN_TYPE} answer as an {@link UnreadableDataError}, or undefined for any other error. */
 function foreignType(error: unknown): UnreadableDataError | undefined {
   if (!(error instanceof Error) || !error.message.startsWith(`${FOREIGN_TYPE} `)) return undefined;
-  const [, expected, found, key] = /^\S+ (\S+) (\S+) ([\s\S]*)$/.exec(error.message) ?? [];
+  const [, expected, found, key] = /^\S+ (\S+) (\S+) (\S+)/.exec(error.message) ?? [];
   if (key === undefined) return undefined;
-  const name = key.replace(/\\([\\0])/g, (_escape, char: string) => (char === '0' ? '\0' : char));
+  const name = key.replace(/\\x([0-9a-f]{2})/g, (_escape, hex: string) =>
+    String.fromCharCode(Number.parseInt(hex, 16)),
+  );
   return new UnreadableDataError(
     `the key ${JSON.stringify(name)} holds a ${found} where adk-state keeps a ${expected} (written outside adk-state)`,
   );
