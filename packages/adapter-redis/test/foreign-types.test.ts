@@ -12,7 +12,7 @@ import { randomUUID } from 'node:crypto';
 import { expectCode } from '@adk-state/conformance-tests';
 import type { BackendError } from '@adk-state/core';
 import { createEvent, type Session } from '@google/adk';
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { RedisSessionService, type RedisSessionServiceOptions } from '../src/index.js';
 import { OUTBOX_INDEX_SUFFIX, sessionKeys } from '../src/keys.js';
@@ -20,19 +20,24 @@ import { quitShared } from './support/index.js';
 
 const failure = (promise: Promise<unknown>) => expectCode(promise, 'BACKEND_ERROR') as Promise<BackendError>;
 
+const nodes = inject('redisClusterNodes');
 let client: Redis;
+let cluster: Cluster | undefined;
 const made: RedisSessionService[] = [];
 beforeAll(() => {
   client = new Redis(inject('redisUrl'));
+  if (nodes.length > 0) cluster = new Cluster(nodes);
 });
 afterAll(async () => {
   await Promise.all(made.map((service) => service.close()));
   await quitShared(client);
+  await cluster?.quit();
 });
 
-/** Every key under `prefix`, with its type, content and expiry: what a write that wrote nothing leaves as it was. */
-async function dump(prefix: string): Promise<string> {
-  const keys = (await client.keys(`${prefix}*`)).sort();
+/** Every key under `prefix` (on each master of a cluster), with its type, content and expiry: what a write that wrote nothing leaves as it was. */
+async function dump(client: Redis | Cluster, prefix: string): Promise<string> {
+  const masters = client instanceof Cluster ? client.nodes('master') : [client];
+  const keys = (await Promise.all(masters.map((master) => master.keys(`${prefix}*`)))).flat().sort();
   const out: unknown[] = [];
   for (const key of keys) {
     const type = await client.type(key);
@@ -61,10 +66,15 @@ type Part =
   | 'app'
   | 'outboxIndex';
 
+/** The protocols, and the server each runs on: one server, or the cluster of three masters. */
 const PROTOCOLS = {
   direct: {},
   outbox: { clusterProtocol: true, shards: 2, drainIntervalMs: Number.POSITIVE_INFINITY },
+  cluster: { shards: 4, drainIntervalMs: Number.POSITIVE_INFINITY },
 } as const satisfies Record<string, Partial<RedisSessionServiceOptions>>;
+const protocols = (Object.keys(PROTOCOLS) as Array<keyof typeof PROTOCOLS>).filter(
+  (protocol) => protocol !== 'cluster' || nodes.length > 0,
+);
 
 /** What a fresh reader (no cached log) of the damaged session needs: the head, the log, the user bucket, the app's part. */
 const READ_NEEDS: readonly Part[] = ['session', 'events', 'userState', 'app', 'outboxIndex'];
@@ -73,19 +83,19 @@ const CREATE_TOUCHES: readonly Part[] = ['userState', 'shardIndex', 'userIndex',
 /** What a delete touches that it does not remove outright. */
 const DELETE_TOUCHES: readonly Part[] = ['shardIndex', 'userIndex', 'expiry'];
 
-describe.each(
-  Object.keys(PROTOCOLS) as Array<keyof typeof PROTOCOLS>,
-)('the Redis store (%s) with a key of another type', (protocol) => {
-  const shards = protocol === 'outbox' ? 2 : 1;
+describe.each(protocols)('the Redis store (%s) with a key of another type', (protocol) => {
+  const options = PROTOCOLS[protocol];
+  const shards = 'shards' in options ? options.shards : 1;
+  const raw = () => (protocol === 'cluster' ? (cluster as Cluster) : client);
 
   async function fixture(part: Part) {
     const keyPrefix = `${inject('testPrefix')}-${randomUUID()}:`;
     const make = () => {
       const service = new RedisSessionService({
-        client,
+        client: raw(),
         keyPrefix,
         expireAfterIdleSeconds: 3600,
-        ...PROTOCOLS[protocol],
+        ...options,
       } as RedisSessionServiceOptions);
       made.push(service);
       return service;
@@ -114,8 +124,8 @@ describe.each(
       outboxIndex: protocol === 'direct' ? undefined : keys.outbox + OUTBOX_INDEX_SUFFIX,
     };
     const foreign = where[part] as string;
-    await client.del(foreign);
-    await client.set(foreign, 'written by something else');
+    await raw().del(foreign);
+    await raw().set(foreign, 'written by something else');
     return { service, make, key, session, foreign, keyPrefix };
   }
 
@@ -125,18 +135,18 @@ describe.each(
     expect(error.kind).toBe('unreadable-data');
     expect(error.mayHaveApplied).toBe(false);
     expect(error.message).toContain(JSON.stringify(foreign));
-    expect(await dump(keyPrefix)).toBe(before);
+    expect(await dump(raw(), keyPrefix)).toBe(before);
   }
 
   const parts = (
     ['session', 'events', 'eventIds', 'userState', 'shardIndex', 'userIndex', 'expiry', 'app'] as Part[]
-  ).concat(protocol === 'outbox' ? ['outboxIndex'] : []);
+  ).concat(protocol === 'direct' ? [] : ['outboxIndex']);
 
   it.each(
     parts,
   )('%s: an append fails typed having written nothing, and only what needs the key fails', async (part) => {
     const { service, make, key, session, foreign, keyPrefix } = await fixture(part);
-    const before = await dump(keyPrefix);
+    const before = await dump(raw(), keyPrefix);
     const event = createEvent({ id: 'e2', author: 'a', actions: { stateDelta: { a: 3, 'user:c': 4, 'app:b': 5 } } });
     await refused(service.appendEvent({ session, event }), foreign, keyPrefix, before);
 
@@ -177,7 +187,7 @@ describe.each(
     }
 
     // The session's own keys go with it; a shared index of another type stops the delete before it removes anything.
-    const beforeDelete = await dump(keyPrefix);
+    const beforeDelete = await dump(raw(), keyPrefix);
     if (DELETE_TOUCHES.includes(part)) {
       await refused(service.deleteSession(key), foreign, keyPrefix, beforeDelete);
     } else {
@@ -186,7 +196,7 @@ describe.each(
     }
 
     // Removing the key repairs it: the session is made again, appended to with every scope, and read.
-    await client.del(foreign);
+    await raw().del(foreign);
     await service.deleteSession(key);
     const again: Session = await service.createSession({ ...key, state: { a: 1 } });
     await service.appendEvent({ session: again, event });
