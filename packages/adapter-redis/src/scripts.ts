@@ -764,14 +764,14 @@ return 1
 );
 
 /**
- * A listed session's head or user bucket, or none when its key holds
- * another type (written outside adk-state): the listing shows the rest. A
- * session whose head is not a hash is left out, as one deleted meanwhile.
+ * A listed session's head or user bucket, or the name of the type its key
+ * holds instead of a hash (written outside adk-state): the listing goes on,
+ * and the store lists the session with what can be read of it.
  */
 const LISTED = `
 local function hash_of(key)
   local found = redis.pcall('HGETALL', key)
-  if found.err then return {} end
+  if found.err then return redis.call('TYPE', key).ok end
   return found
 end
 `;
@@ -785,7 +785,8 @@ end
  * listing the app. Cost: O(log n + page) per distinct score in the window,
  * never O(all sessions).
  * Returns the JSON text of
- * { total, { member, sessionHash }..., { encodedUser, userHash }..., appHash or 0 }.
+ * { total, { member, sessionHash, score }..., { encodedUser, userHash }..., appHash or 0 },
+ * a hash being the name of its key's type when that is not a hash.
  */
 export const LIST = define(
   'list',
@@ -811,7 +812,7 @@ for at = 1, #scored, 2 do
     session = string.sub(member, 1, cut - 1)
     user = string.sub(member, cut + 1)
   end
-  sessions[#sessions + 1] = { member, hash_of(base .. ${P.session} .. ':' .. user .. '\\0' .. session) }
+  sessions[#sessions + 1] = { member, hash_of(base .. ${P.session} .. ':' .. user .. '\\0' .. session), scored[at + 1] }
   if not seen[user] then
     seen[user] = true
     users[#users + 1] = { user, hash_of(base .. ${P.userState} .. ':' .. user) }
@@ -853,7 +854,8 @@ return out
  * and user buckets of the members in the window.
  * KEYS (not named): shardIndex of each shard. ARGV (not named): per shard,
  * its member count, then its members (session \\0 user).
- * Returns { { { member, sessionHash }..., { encodedUser, userHash }... } per shard }.
+ * Returns { { { member, sessionHash }..., { encodedUser, userHash }... } per shard }, a hash
+ * being the name of its key's type when that is not a hash.
  */
 export const FETCH = define(
   'fetch',
@@ -1058,9 +1060,12 @@ function foreignType(error: unknown): UnreadableDataError | undefined {
   const name = key.replace(/\\x([0-9a-f]{2})/g, (_escape, hex: string) =>
     String.fromCharCode(Number.parseInt(hex, 16)),
   );
-  return new UnreadableDataError(
-    `the key ${JSON.stringify(name)} holds a ${found} where adk-state keeps a ${expected} (written outside adk-state)`,
-  );
+  return new UnreadableDataError(foreignKeyMessage(name, found as string, expected as string));
+}
+
+/** How an error names a key that holds another type than the scripts keep there. */
+export function foreignKeyMessage(key: string, found: string, expected: string): string {
+  return `the key ${JSON.stringify(key)} holds a ${found} where adk-state keeps a ${expected} (written outside adk-state)`;
 }
 
 function isNoScript(error: unknown): boolean {

@@ -37,7 +37,7 @@ import type {
   StoredEvent,
   StoredSessionKey,
 } from '@adk-state/core/store';
-import { UnreadableDataError } from '@adk-state/core/store';
+import { UnreadableDataError, unreadableText } from '@adk-state/core/store';
 import { listAppNames, listSessionKeys } from './apps.js';
 import { afterWrite, type CommandClient, Connection, type ReplicaWait } from './connection.js';
 import {
@@ -64,6 +64,7 @@ import {
   CREATE,
   DELETE,
   FETCH,
+  foreignKeyMessage,
   IMPORT,
   keyList,
   LAYOUT,
@@ -550,15 +551,14 @@ export class RedisStore implements SessionStore {
     appRead?.catch(() => {});
     const reply = JSON.parse((await listing) as string) as [
       number | string,
-      Array<[string, string[]]>,
-      Array<[string, string[]]>,
+      Array<[string, ListedHash, number | string]>,
+      Array<[string, ListedHash]>,
       string[] | number,
     ];
     const [total, rows, users, appState] = reply;
     const sessions: SessionRecord[] = [];
-    for (const [member, packed] of listOf(rows)) {
-      const hash = listOf(packed);
-      if (hash.length === 0) continue;
+    for (const [member, hash, score] of listOf(rows)) {
+      if (gone(hash)) continue;
       let sessionId: string;
       let userId: string;
       if (query.userId === undefined) {
@@ -569,10 +569,13 @@ export class RedisStore implements SessionStore {
         sessionId = decodeText(member);
         userId = query.userId;
       }
-      sessions.push(toRecord({ appName: query.appName, userId, sessionId }, hash));
+      sessions.push(this.#listedRecord({ appName: query.appName, userId, sessionId }, hash, Number(score)));
     }
     const userStates = new Map<string, Bucket>();
-    for (const [encodedUser, hash] of listOf(users)) userStates.set(decodeText(encodedUser), toBucket(listOf(hash)));
+    for (const [encodedUser, hash] of listOf(users)) {
+      const userId = decodeText(encodedUser);
+      userStates.set(userId, this.#listedBucket(query.appName, userId, hash));
+    }
     const appFlat = typeof appState === 'object' ? listOf(appState) : ((await appRead) as string[]);
     return { totalItems: Number(total), sessions, userStates, appState: toBucket(appFlat) };
   }
@@ -662,19 +665,23 @@ export class RedisStore implements SessionStore {
         ),
       ),
     );
-    const hashes = new Map<string, string[]>();
+    const hashes = new Map<string, ListedHash>();
     const userStates = new Map<string, Bucket>();
     for (const reply of fetched) {
-      for (const [rows, users] of reply as Array<[Array<[string, string[]]>, Array<[string, string[]]>]>) {
+      for (const [rows, users] of reply as Array<[Array<[string, ListedHash]>, Array<[string, ListedHash]>]>) {
         for (const [member, hash] of rows) hashes.set(member, hash);
-        for (const [encodedUser, hash] of users) userStates.set(decodeText(encodedUser), toBucket(hash));
+        for (const [encodedUser, hash] of users) {
+          const userId = decodeText(encodedUser);
+          userStates.set(userId, this.#listedBucket(query.appName, userId, hash));
+        }
       }
     }
     const sessions: SessionRecord[] = [];
     for (const entry of page) {
       const hash = hashes.get(entry.member);
-      if (!hash || hash.length === 0) continue;
-      sessions.push(toRecord({ appName: query.appName, userId: entry.user, sessionId: entry.session }, hash));
+      if (hash === undefined || gone(hash)) continue;
+      const key = { appName: query.appName, userId: entry.user, sessionId: entry.session };
+      sessions.push(this.#listedRecord(key, hash, entry.score));
     }
     return { totalItems: total, sessions, userStates, appState: toBucket((await appRead) as string[]) };
   }
@@ -765,6 +772,24 @@ export class RedisStore implements SessionStore {
       args,
     );
   };
+
+  /**
+   * A listed session's record. One whose head is not a hash (written outside
+   * adk-state) has its index's lastUpdateTime and a state the service cannot
+   * read: the service lists it with its user's and app's state, and warns.
+   */
+  #listedRecord(key: SessionKey, head: ListedHash, score: number): SessionRecord {
+    if (typeof head !== 'string') return toRecord(key, listOf(head));
+    const { appName, userId, sessionId } = key;
+    const at = sessionKeys(this.#prefix, appName, userId, sessionId, this.#shards).session;
+    return { id: sessionId, appName, userId, lastUpdateTime: score, revision: 0, state: foreignBucket(at, head) };
+  }
+
+  /** A listed user bucket: one whose key is not a hash reads as unreadable (the service lists without it, and warns). */
+  #listedBucket(appName: string, userId: string, hash: ListedHash): Bucket {
+    if (typeof hash !== 'string') return toBucket(listOf(hash));
+    return foreignBucket(userKeys(this.#prefix, appName, userId, this.#shards).userState, hash);
+  }
 
   /**
    * The keys of a session, from a small cache of the sessions used last:
@@ -874,6 +899,23 @@ function toBucket(flat: readonly string[]): Bucket {
 const DECIMAL = /^\d+$/;
 
 /** A flat HGETALL reply of a session hash as a record. */
+/**
+ * A listed session's head or user bucket as the listing scripts answer it:
+ * its fields and values (an empty one as `{}`, from Lua's JSON encoder), or
+ * the name of the type its key holds instead of a hash.
+ */
+type ListedHash = string[] | Record<string, never> | string;
+
+/** A listed head that is no longer there (the session was deleted or expired meanwhile). */
+function gone(head: ListedHash): boolean {
+  return typeof head !== 'string' && listOf(head).length === 0;
+}
+
+/** A bucket the service cannot read: its key holds `type` where a hash belongs. */
+function foreignBucket(key: string, type: string): Bucket {
+  return new Map([['', unreadableText(foreignKeyMessage(key, type, 'hash'))]]);
+}
+
 function toRecord(key: SessionKey, flat: readonly string[]): SessionRecord {
   const state: Bucket = new Map();
   // Left NaN when missing: the service refuses such a head as unreadable.
