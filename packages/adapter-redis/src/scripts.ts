@@ -258,8 +258,9 @@ local function purge_expired(base, expiry, shard_index, limit)
       local user = string.sub(pair, 1, split - 1)
       local session = string.sub(pair, split + 1)
       redis.call('DEL', base .. ${P.session} .. ':' .. pair, base .. ${P.events} .. ':' .. pair, base .. ${P.eventIds} .. ':' .. pair)
-      redis.call('ZREM', shard_index, session .. '\\0' .. user)
-      -- Another user's index, not among the keys the caller checked: one of another type is left as it is.
+      -- The indexes may be of another type (another user's is not among the keys a write checks, and
+      -- a listing of one user does not check the shard's): such an index is left as it is.
+      redis.pcall('ZREM', shard_index, session .. '\\0' .. user)
       redis.pcall('ZREM', base .. ${P.userIndex} .. ':' .. user, session)
     end
     redis.call('ZREM', expiry, pair)
@@ -270,13 +271,14 @@ end
 /** Shared Lua helpers of the scripts that write sessions; they take keys as parameters, never from KEYS. */
 const HELPERS = `${NOW}${OUTBOX}${PURGE}${FOREIGN}
 -- The checks of a create, an import or an append (after the given ones): the user bucket when the
--- write has user pairs, the expiry index with a time to live, and where its app delta or ack goes.
-local function foreign_write(checks)
-  if tonumber(ARGV.nUser) > 0 then checks[#checks + 1] = KEYS.userState checks[#checks + 1] = 'hash' end
+-- write has user pairs, the expiry index with a time to live, and where its app delta or ack goes;
+-- with 'answered' (a create, whose answer reads them after it wrote), the buckets and the outbox always.
+local function foreign_write(checks, answered)
+  if answered or tonumber(ARGV.nUser) > 0 then checks[#checks + 1] = KEYS.userState checks[#checks + 1] = 'hash' end
   if tonumber(ARGV.ttlMs) > 0 then checks[#checks + 1] = KEYS.expiry checks[#checks + 1] = 'zset' end
   if ARGV.mode == 'd' then
-    if tonumber(ARGV.nApp) > 0 then checks[#checks + 1] = KEYS.app checks[#checks + 1] = 'hash' end
-  elseif ARGV.ack ~= '' or ARGV.appDelta ~= '' then
+    if answered or tonumber(ARGV.nApp) > 0 then checks[#checks + 1] = KEYS.app checks[#checks + 1] = 'hash' end
+  elseif answered or ARGV.ack ~= '' or ARGV.appDelta ~= '' then
     checks[#checks + 1] = KEYS.app
     checks[#checks + 1] = 'hash'
     checks[#checks + 1] = KEYS.app .. ${I}
@@ -432,7 +434,7 @@ local function created(view)
   elseif not view then view = own_view() end
   return { redis.call('HGETALL', KEYS.userState), view }
 end
-local foreign = foreign_write({ KEYS.session, 'hash', KEYS.shardIndex, 'zset', KEYS.userIndex, 'zset', KEYS.expiry, 'zset' })
+local foreign = foreign_write({ KEYS.session, 'hash', KEYS.shardIndex, 'zset', KEYS.userIndex, 'zset', KEYS.expiry, 'zset' }, true)
 if foreign then return foreign end
 if redis.call('EXISTS', KEYS.session) == 1 then
   -- Each call draws its own life: this create, sent again after its reply was lost, finds its own session.
@@ -899,14 +901,18 @@ export const READ_BUCKET = define('readBucket', ['bucket'] as const, [], `return
  * and says so, for the applier to read the outbox again from the mark.
  * `wantBucket` ('1' | '0') asks for the bucket back. After the fixed
  * arguments, per shard: its number, its floor, its entry count, then
- * position, delta, ... in ascending order.
+ * position, delta, ... in ascending order. A bucket or marks hash of another
+ * type (written outside adk-state) is answered with {@link FOREIGN_TYPE}
+ * before anything is written.
  * Returns { { shard, mark, gap (0 | 1), ... }, bucket or 0 }.
  */
 export const APPLY = define(
   'apply',
   ['appState', 'marks'] as const,
   ['wantBucket'] as const,
-  `${MARK}
+  `${MARK}${FOREIGN}
+local foreign = foreign_key({ KEYS.appState, 'hash', KEYS.marks, 'hash' })
+if foreign then return foreign end
 local marks = {}
 local at = ARGV_REST
 while at <= #ARGV do
@@ -960,14 +966,15 @@ export const READ_APP = define(
   `${NOW}${MARK}
 local mark = ''
 if ARGV.shard ~= '' then
-  mark = redis.call('HGET', KEYS.marks, ARGV.shard)
+  -- A read does not fail on the marks (they hold no data): a marks hash of another type reads as none.
+  mark = redis.pcall('HGET', KEYS.marks, ARGV.shard)
   -- None yet, or not a position (changed outside the store): none, as when applying.
   if not position_of(mark) then mark = '-1' end
 end
 local claimed = 0
 if ARGV.drainMs ~= '' then
   local now = now_ms()
-  local last = tonumber(redis.call('HGET', KEYS.marks, ${F.drained})) or 0
+  local last = tonumber(redis.pcall('HGET', KEYS.marks, ${F.drained})) or 0
   if now - last >= tonumber(ARGV.drainMs) then
     local ok = redis.pcall('HSET', KEYS.marks, ${F.drained}, string.format('%.0f', now))
     if type(ok) == 'number' then claimed = 1 end

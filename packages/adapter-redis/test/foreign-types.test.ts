@@ -150,10 +150,12 @@ describe.each(protocols)('the Redis store (%s) with a key of another type', (pro
     const event = createEvent({ id: 'e2', author: 'a', actions: { stateDelta: { a: 3, 'user:c': 4, 'app:b': 5 } } });
     await refused(service.appendEvent({ session, event }), foreign, keyPrefix, before);
 
-    // A create of another session of the same user.
+    // A create of another session of the same user, with and without user: and app: keys (its
+    // answer reads both buckets, or the outbox, after it wrote).
     const another = { ...key, sessionId: 's2', state: { x: 1, 'user:c': 5, 'app:b': 6 } };
     if (CREATE_TOUCHES.includes(part)) {
       await refused(service.createSession(another), foreign, keyPrefix, before);
+      await refused(service.createSession({ ...key, sessionId: 's3', state: { x: 1 } }), foreign, keyPrefix, before);
     } else {
       expect((await service.createSession(another)).state).toMatchObject({ x: 1, 'user:c': 5, 'app:b': 6 });
     }
@@ -222,6 +224,60 @@ describe.each(protocols)('the Redis store (%s) with a key of another type', (pro
   });
 });
 
+describe.each(
+  protocols.filter((protocol) => protocol !== 'direct'),
+)("the Redis store (%s) with the app slot's bucket or marks of another type", (protocol) => {
+  const options = PROTOCOLS[protocol];
+  const raw = () => (protocol === 'cluster' ? (cluster as Cluster) : client);
+
+  it.each(['appState', 'marks'] as const)('%s', async (part) => {
+    const keyPrefix = `${inject('testPrefix')}-${randomUUID()}:`;
+    const make = () => {
+      const service = new RedisSessionService({ client: raw(), keyPrefix, ...options } as RedisSessionServiceOptions);
+      made.push(service);
+      return service;
+    };
+    const service = make();
+    const appName = 'app';
+    const key = { appName, userId: 'u', sessionId: 's' };
+    const session = await service.createSession({ ...key, state: { a: 1, 'app:b': 2 } });
+    await service.createSession({ appName, userId: 'v', sessionId: 'other', state: { z: 1 } });
+    const foreign = sessionKeys(keyPrefix, appName, 'u', 's').app[part];
+    await raw().del(foreign);
+    await raw().set(foreign, 'written by something else');
+
+    // The marks hold no data: reads and listings go on without them. The bucket is part of every session.
+    const reader = make();
+    const other = { appName, userId: 'v', sessionId: 'other' };
+    if (part === 'marks') {
+      expect((await reader.getSession(other))?.state).toEqual({ z: 1, 'app:b': 2 });
+      expect((await reader.listSessions({ appName })).sessions).toHaveLength(2);
+      expect((await reader.listSessions({ appName, userId: 'v' })).sessions).toHaveLength(1);
+    } else {
+      const error = await failure(reader.getSession(other));
+      expect(error.kind).toBe('unreadable-data');
+      expect(error.mayHaveApplied).toBe(false);
+    }
+
+    // An append without app: keys never touches the app slot.
+    await service.appendEvent({ session, event: createEvent({ author: 'a', actions: { stateDelta: { a: 2 } } }) });
+    // One with them is stored in its shard (its delta in the outbox) before the app slot refuses it.
+    const event = createEvent({ author: 'a', actions: { stateDelta: { a: 3, 'app:b': 5 } } });
+    const error = await failure(service.appendEvent({ session, event }));
+    expect(error.kind).toBe('unreadable-data');
+    expect(error.mayHaveApplied).toBe(true);
+    expect(error.message).toContain(JSON.stringify(foreign));
+    expect(await raw().get(foreign)).toBe('written by something else');
+
+    // Removing the key repairs it: the delta waiting in the outbox reaches the app's state.
+    await raw().del(foreign);
+    const read = await make().getSession(key);
+    expect(read?.events).toHaveLength(2);
+    expect(read?.state).toEqual({ a: 3, 'app:b': 5 });
+    expect(await make().getAppState({ appName })).toEqual({ b: 5 });
+  });
+});
+
 describe('the purge of expired sessions', () => {
   it("another user's index of another type does not stop the writes that purge: the expired session goes, the key stays", async () => {
     const keyPrefix = `${inject('testPrefix')}-${randomUUID()}:`;
@@ -244,6 +300,25 @@ describe('the purge of expired sessions', () => {
     expect(await client.zscore(gone.expiry, gone.expiryMember)).toBeNull();
     expect(await client.get(gone.userIndex)).toBe('written by something else');
     expect((await service.listSessions({ appName })).sessions.map((each) => each.id)).toEqual(['s']);
+  });
+
+  it("a shard index of another type does not stop a user's listing, which purges the shard's expired sessions", async () => {
+    const keyPrefix = `${inject('testPrefix')}-${randomUUID()}:`;
+    const service = new RedisSessionService({ client, keyPrefix, expireAfterIdleSeconds: 3600 });
+    made.push(service);
+    const appName = 'app';
+    const gone = sessionKeys(keyPrefix, appName, 'u', 'old');
+    await service.createSession({ appName, userId: 'v', sessionId: 'live' });
+    await service.createSession({ appName, userId: 'u', sessionId: 'old' });
+    await client.zadd(gone.expiry, 1, gone.expiryMember);
+    await client.del(gone.shardIndex);
+    await client.set(gone.shardIndex, 'written by something else');
+    for (let round = 0; round < 2; round++) {
+      expect((await service.listSessions({ appName, userId: 'v' })).sessions.map((each) => each.id)).toEqual(['live']);
+    }
+    expect(await client.exists(gone.session)).toBe(0);
+    expect(await client.zscore(gone.expiry, gone.expiryMember)).toBeNull();
+    expect((await service.getSession({ appName, userId: 'v', sessionId: 'live' }))?.id).toBe('live');
   });
 
   it('an expiry index of another type is not purged, and the listing goes on', async () => {
