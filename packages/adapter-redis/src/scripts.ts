@@ -664,7 +664,9 @@ if ARGV.heldEvents ~= '' then
   if mark ~= ARGV.heldMark or revision < tonumber(ARGV.heldRevision) or held > length then
     restart = 1
   elseif held > 0 and ARGV.heldLast ~= '' then
-    if tonumber(redis.call('HGET', KEYS.eventIds, ARGV.heldLast)) ~= held - 1 then
+    -- The id map is not needed for the whole log: one of another type (written outside adk-state)
+    -- only sends the reader the whole log.
+    if tonumber(redis.pcall('HGET', KEYS.eventIds, ARGV.heldLast)) ~= held - 1 then
       restart = 1
     elseif ARGV.heldEntry ~= '' and redis.call('LINDEX', KEYS.events, held - 1) ~= ARGV.heldEntry then
       -- The entry itself, when the reader sent it (a small one): the same id with other content.
@@ -963,24 +965,36 @@ export const READ_APP = define(
   'readApp',
   ['appState', 'marks'] as const,
   ['shard', 'drainMs'] as const,
-  `${NOW}${MARK}
+  `${NOW}${MARK}${FOREIGN}
+-- A marks hash of another type (written outside adk-state) fails the read, naming it: without the
+-- marks a reader cannot tell which of the outboxes' entries the bucket holds already.
+local function marks_field(field)
+  local found = redis.pcall('HGET', KEYS.marks, field)
+  if type(found) == 'table' then return nil, foreign_key({ KEYS.marks, 'hash' }) or found end
+  return found
+end
 local mark = ''
 if ARGV.shard ~= '' then
-  -- A read does not fail on the marks (they hold no data): a marks hash of another type reads as none.
-  mark = redis.pcall('HGET', KEYS.marks, ARGV.shard)
+  local failed
+  mark, failed = marks_field(ARGV.shard)
+  if failed then return failed end
   -- None yet, or not a position (changed outside the store): none, as when applying.
   if not position_of(mark) then mark = '-1' end
 end
 local claimed = 0
 if ARGV.drainMs ~= '' then
   local now = now_ms()
-  local last = tonumber(redis.pcall('HGET', KEYS.marks, ${F.drained})) or 0
+  local drained, failed = marks_field(${F.drained})
+  if failed then return failed end
+  local last = tonumber(drained) or 0
   if now - last >= tonumber(ARGV.drainMs) then
     local ok = redis.pcall('HSET', KEYS.marks, ${F.drained}, string.format('%.0f', now))
     if type(ok) == 'number' then claimed = 1 end
   end
 end
-return { redis.call('HGETALL', KEYS.appState), mark, claimed }
+local bucket = redis.pcall('HGETALL', KEYS.appState)
+if bucket.err then return foreign_key({ KEYS.appState, 'hash' }) or bucket end
+return { bucket, mark, claimed }
 `,
 );
 

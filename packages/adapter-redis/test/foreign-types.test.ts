@@ -111,6 +111,9 @@ describe.each(protocols)('the Redis store (%s) with a key of another type', (pro
     });
     // Another user's session, whose keys are not touched.
     await service.createSession({ appName, userId: 'v', sessionId: 'other', state: { z: 1 } });
+    // A reader that holds the session's log from before the damage.
+    const holder = make();
+    expect((await holder.getSession(key))?.events).toHaveLength(1);
     const keys = sessionKeys(keyPrefix, appName, 'u', key.sessionId, shards);
     const where: Record<Part, string | undefined> = {
       session: keys.session,
@@ -126,7 +129,7 @@ describe.each(protocols)('the Redis store (%s) with a key of another type', (pro
     const foreign = where[part] as string;
     await raw().del(foreign);
     await raw().set(foreign, 'written by something else');
-    return { service, make, key, session, foreign, keyPrefix };
+    return { service, make, holder, key, session, foreign, keyPrefix };
   }
 
   /** The failure of a write that must not have written: typed, naming the key, the data as it was. */
@@ -145,7 +148,7 @@ describe.each(protocols)('the Redis store (%s) with a key of another type', (pro
   it.each(
     parts,
   )('%s: an append fails typed having written nothing, and only what needs the key fails', async (part) => {
-    const { service, make, key, session, foreign, keyPrefix } = await fixture(part);
+    const { service, make, holder, key, session, foreign, keyPrefix } = await fixture(part);
     const before = await dump(raw(), keyPrefix);
     const event = createEvent({ id: 'e2', author: 'a', actions: { stateDelta: { a: 3, 'user:c': 4, 'app:b': 5 } } });
     await refused(service.appendEvent({ session, event }), foreign, keyPrefix, before);
@@ -160,14 +163,17 @@ describe.each(protocols)('the Redis store (%s) with a key of another type', (pro
       expect((await service.createSession(another)).state).toMatchObject({ x: 1, 'user:c': 5, 'app:b': 6 });
     }
 
-    // A reader that holds nothing of the session.
+    // A reader that holds nothing of the session, and one that holds its log (which reads only
+    // what is new, checking what it holds): each fails only on a key a whole read needs.
     const reader = make();
-    if (READ_NEEDS.includes(part)) {
-      const error = await failure(reader.getSession(key));
-      expect(error.kind).toBe('unreadable-data');
-      expect(error.mayHaveApplied).toBe(false);
-    } else {
-      expect((await reader.getSession(key))?.events.map((each) => each.id)).toEqual(['e1']);
+    for (const each of [reader, holder]) {
+      if (READ_NEEDS.includes(part)) {
+        const error = await failure(each.getSession(key));
+        expect(error.kind).toBe('unreadable-data');
+        expect(error.mayHaveApplied).toBe(false);
+      } else {
+        expect((await each.getSession(key))?.events.map((event) => event.id)).toEqual(['e1']);
+      }
     }
 
     // The other user's session reads and lists as before, unless the key is the app bucket (part of
@@ -246,18 +252,13 @@ describe.each(
     await raw().del(foreign);
     await raw().set(foreign, 'written by something else');
 
-    // The marks hold no data: reads and listings go on without them. The bucket is part of every session.
+    // Both are part of every session's read (without the marks a reader cannot tell which of the
+    // outboxes' entries the bucket holds already): a read fails, naming the key.
     const reader = make();
-    const other = { appName, userId: 'v', sessionId: 'other' };
-    if (part === 'marks') {
-      expect((await reader.getSession(other))?.state).toEqual({ z: 1, 'app:b': 2 });
-      expect((await reader.listSessions({ appName })).sessions).toHaveLength(2);
-      expect((await reader.listSessions({ appName, userId: 'v' })).sessions).toHaveLength(1);
-    } else {
-      const error = await failure(reader.getSession(other));
-      expect(error.kind).toBe('unreadable-data');
-      expect(error.mayHaveApplied).toBe(false);
-    }
+    const readError = await failure(reader.getSession({ appName, userId: 'v', sessionId: 'other' }));
+    expect(readError.kind).toBe('unreadable-data');
+    expect(readError.mayHaveApplied).toBe(false);
+    expect(readError.message).toContain(JSON.stringify(foreign));
 
     // An append without app: keys never touches the app slot.
     await service.appendEvent({ session, event: createEvent({ author: 'a', actions: { stateDelta: { a: 2 } } }) });
@@ -331,5 +332,39 @@ describe('the purge of expired sessions', () => {
     await client.set(keys.expiry, 'written by something else');
     expect((await service.listSessions({ appName })).sessions.map((each) => each.id)).toEqual(['s']);
     expect((await service.listSessions({ appName, userId: 'u' })).sessions.map((each) => each.id)).toEqual(['s']);
+  });
+});
+
+describe('importSession with replace', () => {
+  it('that the import refuses after the delete says the call may have applied: the stored session is gone', async () => {
+    const keyPrefix = `${inject('testPrefix')}-${randomUUID()}:`;
+    const service = new RedisSessionService({ client, keyPrefix });
+    made.push(service);
+    const key = { appName: 'app', userId: 'u', sessionId: 's' };
+    const session = await service.createSession({ ...key, state: { a: 1 } });
+    await service.appendEvent({ session, event: createEvent({ author: 'a', actions: { stateDelta: { a: 2 } } }) });
+    const keys = sessionKeys(keyPrefix, key.appName, key.userId, key.sessionId);
+    const foreign = keys.userState;
+    await client.set(foreign, 'written by something else');
+    const copy: Session = {
+      id: key.sessionId,
+      appName: key.appName,
+      userId: key.userId,
+      state: { a: 9, 'user:c': 7 },
+      events: [createEvent({ id: 'x1', author: 'a', timestamp: 1 })],
+      lastUpdateTime: 2,
+    };
+    // Without replace: refused before anything is written.
+    expect((await failure(service.importSession(copy))).mayHaveApplied).toBe(false);
+    expect(await client.exists(keys.session, keys.events)).toBe(2);
+    const error = await failure(service.importSession(copy, { replace: true }));
+    expect(error.kind).toBe('unreadable-data');
+    expect(error.mayHaveApplied).toBe(true);
+    expect(error.message).toContain('the stored session was deleted (replace), then the import failed');
+    expect(error.message).toContain(JSON.stringify(foreign));
+    await client.del(foreign);
+    expect(await service.getSession(key)).toBeUndefined();
+    expect(await service.importSession(copy, { replace: true })).toBe('imported');
+    expect((await service.getSession(key))?.state).toEqual({ a: 9, 'user:c': 7 });
   });
 });

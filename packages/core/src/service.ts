@@ -54,6 +54,7 @@ import {
 import type {
   AppendResult,
   HeldSession,
+  ImportInput,
   LoadResult,
   SessionHead,
   SessionRecord,
@@ -563,7 +564,9 @@ export class StateSessionService extends BaseSessionService {
    * exactly (session keys in the session, `user:`/`app:` keys merged into the
    * buckets), its events as they are (no delta is applied again) and its
    * `lastUpdateTime`. Resolves `'exists'` without writing when the key is
-   * stored, unless `replace` (then the stored session is deleted first).
+   * stored, unless `replace` (then the stored session is deleted first, and
+   * a failure of the import after it says the call may have applied: the
+   * stored session may be gone).
    * Uses the store's own `importSession` when it has one (atomic), else
    * `createSession` and one `appendEvent` per event; an event the store
    * refuses then fails the import, which removes the session again (or, when
@@ -601,7 +604,17 @@ export class StateSessionService extends BaseSessionService {
       revision: randomInt(1, FIRST_REVISION_LIMIT),
     };
     this.#logCache?.delete(logCacheKey(key));
-    if (options?.replace) await this.#call('importSession', WRITE, key, (call) => this.store.deleteSession(key, call));
+    if (!options?.replace) return this.#import(key, input, events);
+    await this.#call('importSession', WRITE, key, (call) => this.store.deleteSession(key, call));
+    try {
+      return await this.#import(key, input, events);
+    } catch (error) {
+      throw replacedThenFailed(error);
+    }
+  }
+
+  /** importSession's writes once the request is checked (and, with replace, the stored session deleted). */
+  async #import(key: SessionKey, input: ImportInput, events: StoredEvent[]): Promise<'imported' | 'exists'> {
     const store = this.store;
     if (store.importSession) {
       const result = await this.#call('importSession', WRITE, key, (call) => store.importSession!(input, call));
@@ -940,6 +953,24 @@ function newestOf(events: readonly StoredEvent[], count: number): string | undef
 }
 
 /** What an error says, in the backend's words when it is a {@link BackendError} (whose message wraps its cause's). */
+/**
+ * A failure of a replace's import, once the stored session was deleted: the
+ * delete was written, so the call may have changed storage whatever the
+ * import's own failure says of itself.
+ */
+function replacedThenFailed(error: unknown): unknown {
+  if (!(error instanceof BackendError) || error.mayHaveApplied) return error;
+  return new BackendError(
+    'importSession',
+    new Error(`the stored session was deleted (replace), then the import failed: ${wordsOf(error)}`, { cause: error }),
+    {
+      kind: error.kind === 'unreadable-data' ? 'unreadable-data' : 'outage',
+      mayHaveApplied: true,
+      timedOut: error.timedOut,
+    },
+  );
+}
+
 function wordsOf(error: unknown): string {
   const said = error instanceof BackendError ? error.cause : error;
   return said instanceof Error ? said.message : String(said);

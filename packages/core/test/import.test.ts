@@ -133,3 +133,43 @@ describe('an import through createSession and appendEvent', () => {
     expect(stored()?.events.map((event) => event.id)).toEqual(['e1']);
   });
 });
+
+describe('an import with replace', () => {
+  /** A store with its own importSession, which refuses having written nothing (as one that finds a record it cannot read). */
+  function refusingImport() {
+    const calls: string[] = [];
+    const store = {
+      async deleteSession() {
+        calls.push('delete');
+      },
+      async importSession() {
+        calls.push('import');
+        throw new BackendError('importSession', new Error('a stored record is not what adk-state writes'), {
+          kind: 'unreadable-data',
+          mayHaveApplied: false,
+        });
+      },
+    } as unknown as SessionStore;
+    return { store, calls };
+  }
+
+  it('whose import fails after the delete says the call may have applied (the stored session may be gone)', async () => {
+    const { store, calls } = refusingImport();
+    const service = new StateSessionService(store, { logCacheBytes: 0 });
+    const failure = await service.importSession(source(['e1']), { replace: true }).catch((error: unknown) => error);
+    expect(calls).toEqual(['delete', 'import']);
+    expect(failure).toBeInstanceOf(BackendError);
+    expect((failure as BackendError).mayHaveApplied).toBe(true);
+    expect((failure as BackendError).kind).toBe('unreadable-data');
+    expect((failure as Error).message).toContain('the stored session was deleted (replace), then the import failed');
+    expect((failure as Error).message).toContain('a stored record is not what adk-state writes');
+  });
+
+  it('without replace, the same failure says nothing was written', async () => {
+    const { store, calls } = refusingImport();
+    const service = new StateSessionService(store, { logCacheBytes: 0 });
+    const failure = await service.importSession(source(['e1'])).catch((error: unknown) => error);
+    expect(calls).toEqual(['import']);
+    expect((failure as BackendError).mayHaveApplied).toBe(false);
+  });
+});
