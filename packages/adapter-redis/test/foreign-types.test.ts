@@ -11,6 +11,7 @@
 import { randomUUID } from 'node:crypto';
 import { expectCode } from '@adk-state/conformance-tests';
 import type { BackendError } from '@adk-state/core';
+import type { SessionKey } from '@adk-state/core/store';
 import { createEvent, type Session } from '@google/adk';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -280,18 +281,27 @@ describe.each(
 });
 
 describe('the purge of expired sessions', () => {
-  it("another user's index of another type does not stop the writes that purge: the expired session goes, the key stays", async () => {
+  /**
+   * A service with a time to live whose session `old` of user `owner` has
+   * expired, and whose `index` holds a string; `others` are made before.
+   */
+  async function expiredBesideForeign(owner: string, index: 'userIndex' | 'shardIndex', others: SessionKey[] = []) {
     const keyPrefix = `${inject('testPrefix')}-${randomUUID()}:`;
     const service = new RedisSessionService({ client, keyPrefix, expireAfterIdleSeconds: 3600 });
     made.push(service);
-    const appName = 'app';
-    const gone = sessionKeys(keyPrefix, appName, 'v', 'old');
-    await service.createSession({ appName, userId: 'v', sessionId: 'old' });
-    // The other user's session has expired (its expiry entry is in the past) and its index is not a sorted set.
+    const gone = sessionKeys(keyPrefix, 'app', owner, 'old');
+    for (const other of others) await service.createSession(other);
+    await service.createSession({ appName: 'app', userId: owner, sessionId: 'old' });
+    // Its expiry entry is in the past, and the index is not a sorted set.
     await client.zadd(gone.expiry, 1, gone.expiryMember);
-    await client.del(gone.userIndex);
-    await client.set(gone.userIndex, 'written by something else');
-    const key = { appName, userId: 'u', sessionId: 's' };
+    await client.del(gone[index]);
+    await client.set(gone[index], 'written by something else');
+    return { service, gone };
+  }
+
+  it("another user's index of another type does not stop the writes that purge: the expired session goes, the key stays", async () => {
+    const { service, gone } = await expiredBesideForeign('v', 'userIndex');
+    const key = { appName: 'app', userId: 'u', sessionId: 's' };
     const session = await service.createSession({ ...key, state: { a: 1 } });
     for (let turn = 0; turn < 3; turn++) {
       await service.appendEvent({ session, event: createEvent({ author: 'a', actions: { stateDelta: { a: turn } } }) });
@@ -300,26 +310,19 @@ describe('the purge of expired sessions', () => {
     expect(await client.exists(gone.session)).toBe(0);
     expect(await client.zscore(gone.expiry, gone.expiryMember)).toBeNull();
     expect(await client.get(gone.userIndex)).toBe('written by something else');
-    expect((await service.listSessions({ appName })).sessions.map((each) => each.id)).toEqual(['s']);
+    expect((await service.listSessions({ appName: 'app' })).sessions.map((each) => each.id)).toEqual(['s']);
   });
 
   it("a shard index of another type does not stop a user's listing, which purges the shard's expired sessions", async () => {
-    const keyPrefix = `${inject('testPrefix')}-${randomUUID()}:`;
-    const service = new RedisSessionService({ client, keyPrefix, expireAfterIdleSeconds: 3600 });
-    made.push(service);
-    const appName = 'app';
-    const gone = sessionKeys(keyPrefix, appName, 'u', 'old');
-    await service.createSession({ appName, userId: 'v', sessionId: 'live' });
-    await service.createSession({ appName, userId: 'u', sessionId: 'old' });
-    await client.zadd(gone.expiry, 1, gone.expiryMember);
-    await client.del(gone.shardIndex);
-    await client.set(gone.shardIndex, 'written by something else');
+    const live = { appName: 'app', userId: 'v', sessionId: 'live' };
+    const { service, gone } = await expiredBesideForeign('u', 'shardIndex', [live]);
     for (let round = 0; round < 2; round++) {
-      expect((await service.listSessions({ appName, userId: 'v' })).sessions.map((each) => each.id)).toEqual(['live']);
+      const listed = await service.listSessions({ appName: 'app', userId: 'v' });
+      expect(listed.sessions.map((each) => each.id)).toEqual(['live']);
     }
     expect(await client.exists(gone.session)).toBe(0);
     expect(await client.zscore(gone.expiry, gone.expiryMember)).toBeNull();
-    expect((await service.getSession({ appName, userId: 'v', sessionId: 'live' }))?.id).toBe('live');
+    expect((await service.getSession(live))?.id).toBe('live');
   });
 
   it('an expiry index of another type is not purged, and the listing goes on', async () => {
