@@ -898,7 +898,6 @@ function toBucket(flat: readonly string[]): Bucket {
 /** A revision as the scripts write it: decimal digits. */
 const DECIMAL = /^\d+$/;
 
-/** A flat HGETALL reply of a session hash as a record. */
 /**
  * A listed session's head or user bucket as the listing scripts answer it:
  * its fields and values (an empty one as `{}`, from Lua's JSON encoder), or
@@ -916,6 +915,7 @@ function foreignBucket(key: string, type: string): Bucket {
   return new Map([['', unreadableText(foreignKeyMessage(key, type, 'hash'))]]);
 }
 
+/** A flat HGETALL reply of a session hash as a record. */
 function toRecord(key: SessionKey, flat: readonly string[]): SessionRecord {
   const state: Bucket = new Map();
   // Left NaN when missing: the service refuses such a head as unreadable.

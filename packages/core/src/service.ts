@@ -952,7 +952,6 @@ function newestOf(events: readonly StoredEvent[], count: number): string | undef
   return newest;
 }
 
-/** What an error says, in the backend's words when it is a {@link BackendError} (whose message wraps its cause's). */
 /**
  * A failure of a replace's import, once the stored session was deleted: the
  * delete was written, so the call may have changed storage whatever the
@@ -971,6 +970,7 @@ function replacedThenFailed(error: unknown): unknown {
   );
 }
 
+/** What an error says, in the backend's words when it is a {@link BackendError} (whose message wraps its cause's). */
 function wordsOf(error: unknown): string {
   const said = error instanceof BackendError ? error.cause : error;
   return said instanceof Error ? said.message : String(said);
