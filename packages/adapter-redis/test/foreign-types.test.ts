@@ -260,6 +260,8 @@ describe.each(
     expect(readError.kind).toBe('unreadable-data');
     expect(readError.mayHaveApplied).toBe(false);
     expect(readError.message).toContain(JSON.stringify(foreign));
+    // The bucket is part of every listing too.
+    if (part === 'appState') expect((await failure(reader.listSessions({ appName }))).kind).toBe('unreadable-data');
 
     // An append without app: keys never touches the app slot.
     await service.appendEvent({ session, event: createEvent({ author: 'a', actions: { stateDelta: { a: 2 } } }) });
