@@ -789,8 +789,9 @@ end
  * listing the app. Cost: O(log n + page) per distinct score in the window,
  * never O(all sessions).
  * Returns the JSON text of
- * { total, { member, sessionHash, score }..., { encodedUser, userHash }..., appHash or 0 },
- * a hash being the name of its key's type when that is not a hash.
+ * { total, { member, sessionHash }..., { encodedUser, userHash }..., appHash or 0 },
+ * a hash being the name of its key's type when that is not a hash (a
+ * session's then followed by its score).
  */
 export const LIST = define(
   'list',
@@ -816,7 +817,10 @@ for at = 1, #scored, 2 do
     session = string.sub(member, 1, cut - 1)
     user = string.sub(member, cut + 1)
   end
-  sessions[#sessions + 1] = { member, hash_of(base .. ${P.session} .. ':' .. user .. '\\0' .. session), scored[at + 1] }
+  local head = hash_of(base .. ${P.session} .. ':' .. user .. '\\0' .. session)
+  -- A head that is not a hash is listed with its index's lastUpdateTime.
+  if type(head) == 'string' then sessions[#sessions + 1] = { member, head, scored[at + 1] }
+  else sessions[#sessions + 1] = { member, head } end
   if not seen[user] then
     seen[user] = true
     users[#users + 1] = { user, hash_of(base .. ${P.userState} .. ':' .. user) }

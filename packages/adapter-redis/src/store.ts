@@ -551,7 +551,7 @@ export class RedisStore implements SessionStore {
     appRead?.catch(() => {});
     const reply = JSON.parse((await listing) as string) as [
       number | string,
-      Array<[string, ListedHash, number | string]>,
+      Array<[string, ListedHash, (number | string)?]>,
       Array<[string, ListedHash]>,
       string[] | number,
     ];
