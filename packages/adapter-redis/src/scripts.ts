@@ -636,82 +636,91 @@ export const LOAD = define(
     'heldLast',
     'heldEntry',
   ] as const,
-  `${NOW}${OUTBOX}
-local session = redis.call('HGETALL', KEYS.session)
-if #session == 0 then return 0 end
-local length = redis.call('LLEN', KEYS.events)
-local floor = 0
-if ARGV.limit ~= '' then floor = math.max(0, length - tonumber(ARGV.limit)) end
--- A reader that holds the first heldEvents events as of heldRevision, under the log mark
--- heldMark, gets only the later ones, unless the log is no longer what it holds (restart: the
--- whole log): another life or an event written again in place (the mark), a lower revision, a
--- shorter log, or another event where the held copy ends (heldLast, the id's field in the ids
--- hash, is not at that position: writes the server lost, and others since in their place), or
--- the same id there with another entry (an id the caller derives, written again after the loss).
-local restart = 0
-if ARGV.heldEvents ~= '' then
-  local held = tonumber(ARGV.heldEvents)
-  local life, revision, rewritten = '', -1, nil
-  for at = 1, #session, 2 do
-    local field = session[at]
-    -- A revision that is not a number sends the whole log (the client then finds what is wrong).
-    if field == ${F.life} then life = session[at + 1]
-    elseif field == ${F.revision} then revision = tonumber(session[at + 1]) or -1
-    elseif field == ${F.rewritten} then rewritten = session[at + 1] end
-  end
-  local mark = life
-  if rewritten then mark = life .. '/' .. rewritten end
-  if mark ~= ARGV.heldMark or revision < tonumber(ARGV.heldRevision) or held > length then
-    restart = 1
-  elseif held > 0 and ARGV.heldLast ~= '' then
-    -- The id map is not needed for the whole log: one of another type (written outside adk-state)
-    -- only sends the reader the whole log.
-    if tonumber(redis.pcall('HGET', KEYS.eventIds, ARGV.heldLast)) ~= held - 1 then
-      restart = 1
-    elseif ARGV.heldEntry ~= '' and redis.call('LINDEX', KEYS.events, held - 1) ~= ARGV.heldEntry then
-      -- The entry itself, when the reader sent it (a small one): the same id with other content.
-      restart = 1
+  `${NOW}${OUTBOX}${FOREIGN}
+local function read_session()
+  local session = redis.call('HGETALL', KEYS.session)
+  if #session == 0 then return 0 end
+  local length = redis.call('LLEN', KEYS.events)
+  local floor = 0
+  if ARGV.limit ~= '' then floor = math.max(0, length - tonumber(ARGV.limit)) end
+  -- A reader that holds the first heldEvents events as of heldRevision, under the log mark
+  -- heldMark, gets only the later ones, unless the log is no longer what it holds (restart: the
+  -- whole log): another life or an event written again in place (the mark), a lower revision, a
+  -- shorter log, or another event where the held copy ends (heldLast, the id's field in the ids
+  -- hash, is not at that position: writes the server lost, and others since in their place), or
+  -- the same id there with another entry (an id the caller derives, written again after the loss).
+  local restart = 0
+  if ARGV.heldEvents ~= '' then
+    local held = tonumber(ARGV.heldEvents)
+    local life, revision, rewritten = '', -1, nil
+    for at = 1, #session, 2 do
+      local field = session[at]
+      -- A revision that is not a number sends the whole log (the client then finds what is wrong).
+      if field == ${F.life} then life = session[at + 1]
+      elseif field == ${F.revision} then revision = tonumber(session[at + 1]) or -1
+      elseif field == ${F.rewritten} then rewritten = session[at + 1] end
     end
-  end
-  if restart == 0 then floor = held end
-end
-local events = {}
-if ARGV.afterTimestamp == '' then
-  if floor < length then events = redis.call('LRANGE', KEYS.events, floor, -1) end
-else
-  local after = tonumber(ARGV.afterTimestamp)
-  local chunks = {}
-  local high = length - 1
-  local size = 16
-  while high >= floor do
-    local low = math.max(floor, high - size + 1)
-    local chunk = redis.call('LRANGE', KEYS.events, low, high)
-    local cut = 0
-    for index = #chunk, 1, -1 do
-      -- An entry without a timestamp (changed outside the store) is sent: the client then says so.
-      if (tonumber(string.match(chunk[index], '^[^ ]*')) or math.huge) <= after then
-        cut = index
-        break
+    local mark = life
+    if rewritten then mark = life .. '/' .. rewritten end
+    if mark ~= ARGV.heldMark or revision < tonumber(ARGV.heldRevision) or held > length then
+      restart = 1
+    elseif held > 0 and ARGV.heldLast ~= '' then
+      -- The id map is not needed for the whole log: one of another type (written outside adk-state)
+      -- only sends the reader the whole log.
+      if tonumber(redis.pcall('HGET', KEYS.eventIds, ARGV.heldLast)) ~= held - 1 then
+        restart = 1
+      elseif ARGV.heldEntry ~= '' and redis.call('LINDEX', KEYS.events, held - 1) ~= ARGV.heldEntry then
+        -- The entry itself, when the reader sent it (a small one): the same id with other content.
+        restart = 1
       end
     end
-    if cut > 0 then
-      local kept = {}
-      for index = cut + 1, #chunk do kept[#kept + 1] = chunk[index] end
-      chunks[#chunks + 1] = kept
-      break
+    if restart == 0 then floor = held end
+  end
+  local events = {}
+  if ARGV.afterTimestamp == '' then
+    if floor < length then events = redis.call('LRANGE', KEYS.events, floor, -1) end
+  else
+    local after = tonumber(ARGV.afterTimestamp)
+    local chunks = {}
+    local high = length - 1
+    local size = 16
+    while high >= floor do
+      local low = math.max(floor, high - size + 1)
+      local chunk = redis.call('LRANGE', KEYS.events, low, high)
+      local cut = 0
+      for index = #chunk, 1, -1 do
+        -- An entry without a timestamp (changed outside the store) is sent: the client then says so.
+        if (tonumber(string.match(chunk[index], '^[^ ]*')) or math.huge) <= after then
+          cut = index
+          break
+        end
+      end
+      if cut > 0 then
+        local kept = {}
+        for index = cut + 1, #chunk do kept[#kept + 1] = chunk[index] end
+        chunks[#chunks + 1] = kept
+        break
+      end
+      chunks[#chunks + 1] = chunk
+      high = low - 1
+      size = size * 2
     end
-    chunks[#chunks + 1] = chunk
-    high = low - 1
-    size = size * 2
+    for chunk = #chunks, 1, -1 do
+      for _, entry in ipairs(chunks[chunk]) do events[#events + 1] = entry end
+    end
   end
-  for chunk = #chunks, 1, -1 do
-    for _, entry in ipairs(chunks[chunk]) do events[#events + 1] = entry end
-  end
+  local app
+  if ARGV.mode == 'd' then app = redis.call('HGETALL', KEYS.app)
+  else app = outbox_view(KEYS.app, outbox_meta(KEYS.app), ARGV.from) end
+  return { cjson.encode({ session, redis.call('HGETALL', KEYS.userState), app, restart }), events }
 end
-local app
-if ARGV.mode == 'd' then app = redis.call('HGETALL', KEYS.app)
-else app = outbox_view(KEYS.app, outbox_meta(KEYS.app), ARGV.from) end
-return { cjson.encode({ session, redis.call('HGETALL', KEYS.userState), app, restart }), events }
+-- A key the read needs that holds another type (written outside adk-state) fails it, naming the
+-- key; the types are looked at only then, so a read that succeeds pays nothing for it.
+local ok, reply = pcall(read_session)
+if ok then return reply end
+local checks = { KEYS.session, 'hash', KEYS.events, 'list', KEYS.userState, 'hash', KEYS.app, 'hash' }
+if ARGV.mode ~= 'd' then checks[#checks + 1] = KEYS.app .. ${I} checks[#checks + 1] = 'zset' end
+return foreign_key(checks) or error(reply, 0)
 `,
 );
 
@@ -895,7 +904,16 @@ return out
 );
 
 /** One bucket as a flat field/value array. */
-export const READ_BUCKET = define('readBucket', ['bucket'] as const, [], `return redis.call('HGETALL', KEYS.bucket)`);
+export const READ_BUCKET = define(
+  'readBucket',
+  ['bucket'] as const,
+  [],
+  `${FOREIGN}
+local bucket = redis.pcall('HGETALL', KEYS.bucket)
+if bucket.err then return foreign_key({ KEYS.bucket, 'hash' }) or bucket end
+return bucket
+`,
+);
 
 /**
  * The app slot's side of the outbox, applying: per shard, the entries above

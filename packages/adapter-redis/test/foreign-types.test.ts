@@ -172,9 +172,19 @@ describe.each(protocols)('the Redis store (%s) with a key of another type', (pro
         const error = await failure(each.getSession(key));
         expect(error.kind).toBe('unreadable-data');
         expect(error.mayHaveApplied).toBe(false);
+        expect(error.message).toContain(JSON.stringify(foreign));
       } else {
         expect((await each.getSession(key))?.events.map((event) => event.id)).toEqual(['e1']);
       }
+    }
+
+    // A bucket read on its own fails the same way, naming the key.
+    if (part === 'userState' || (part === 'app' && protocol === 'direct')) {
+      const read = part === 'userState' ? reader.getUserState(key) : reader.getAppState(key);
+      const error = await failure(read);
+      expect(error.kind).toBe('unreadable-data');
+      expect(error.mayHaveApplied).toBe(false);
+      expect(error.message).toContain(JSON.stringify(foreign));
     }
 
     // The other user's session reads and lists as before, unless the key is the app bucket (part of
