@@ -50,6 +50,8 @@ export const PART = {
   appState: 'a',
   /** Hash (app slot): per shard, the outbox position applied up to; the last drain time. `w` */
   marks: 'w',
+  /** Hash (app slot): per state key of the app bucket, the outbox position of the entry that wrote it last. `k` */
+  written: 'k',
 } as const;
 
 /** The outbox's sorted set of positions is the outbox's key with this suffix (same slot). */
@@ -225,6 +227,8 @@ export interface AppKeys {
   appState: string;
   /** Hash: per shard, the outbox position applied up to (cluster protocol). */
   marks: string;
+  /** Hash: per state key, the outbox position of the entry that wrote it last (cluster protocol). */
+  written: string;
 }
 
 /** The keys of one shard of an app, `<prefix>{<tag>#<k>}:` (`<prefix>{<tag>}:` with one shard). */
@@ -269,7 +273,7 @@ export interface SessionKeys extends UserKeys {
 
 export function appKeys(prefix: string, appName: string): AppKeys {
   const base = `${prefix}{${appTag(appName)}}:`;
-  return { base, appState: base + PART.appState, marks: base + PART.marks };
+  return { base, appState: base + PART.appState, marks: base + PART.marks, written: base + PART.written };
 }
 
 /** The keys of shard `shard` of `shards`. */

@@ -36,6 +36,13 @@
  * which reads every shard's outbox and applies what it finds, in the
  * background.
  *
+ * An entry at or below the shard's `known` position but above the app
+ * slot's mark was applied once and lost since by the app slot (a failover to
+ * a replica that lagged). Writers, readers and drains find such a shard (its
+ * view's floor is above the mark) and apply those entries again, but only to
+ * the state keys that no later entry wrote: the app slot keeps each key's
+ * position beside the bucket (see `APPLY`).
+ *
  * A session read is of one moment: it reads the session with its shard's
  * outbox (position `last`, entries above `floor`) and the app bucket with the
  * shard's mark, and lays the entries above the mark over the bucket. That is
@@ -89,14 +96,20 @@ export interface OutboxView {
   /** Every entry above this position is in `entries`. */
   floor: number;
   /**
+   * The highest position the shard was told the app slot had applied (-1:
+   * none): an entry at or below it that is above the app slot's mark was
+   * applied once and lost since (a failover), see `APPLY`.
+   */
+  known: number;
+  /**
    * Entries above `floor`, ascending: position, delta (JSON text of field,
    * value, ..., as the scripts take it) and the delta's fields and values.
    */
   entries: Array<[number, string, readonly string[]]>;
 }
 
-/** The reply shape of the Lua `outbox_view`. */
-export type OutboxReply = [string, string, string[]];
+/** The reply shape of the Lua `outbox_view`: last, floor, entries, known. */
+export type OutboxReply = [string, string, string[], string];
 
 /**
  * An outbox view of a script's reply. An entry the scripts did not write (a
@@ -106,7 +119,7 @@ export type OutboxReply = [string, string, string[]];
  * read is applied as nothing, and `onUnreadable` is told of both.
  */
 export function parseView(reply: OutboxReply, onUnreadable?: (position: string) => void): OutboxView {
-  const [last, floor, flat] = reply;
+  const [last, floor, flat, known] = reply;
   const entries: OutboxView['entries'] = [];
   for (let index = 0; index < flat.length; index += 2) {
     const position = Number(flat[index]);
@@ -126,7 +139,13 @@ export function parseView(reply: OutboxReply, onUnreadable?: (position: string) 
     }
   }
   entries.sort((a, b) => a[0] - b[0]);
-  return { last: Number(last), floor: Number(floor), entries };
+  const knownPosition = Number(known);
+  return {
+    last: Number(last),
+    floor: Number(floor),
+    entries,
+    known: Number.isFinite(knownPosition) ? knownPosition : -1,
+  };
 }
 
 /** A delta that writes nothing. */
@@ -317,6 +336,18 @@ export class Outbox {
     view: OutboxView,
     wantBucket: boolean,
   ): Promise<string[]> {
+    return (await this.#apply(operation, call, appName, shard, view, wantBucket)).bucket;
+  }
+
+  /** {@link apply}, also saying whether it applied again entries the app slot had lost (a failover). */
+  async #apply(
+    operation: string,
+    call: StoreCall | undefined,
+    appName: string,
+    shard: number,
+    view: OutboxView,
+    wantBucket: boolean,
+  ): Promise<{ bucket: string[]; caughtUp: boolean }> {
     const app = appKeys(this.#options.prefix, appName);
     let current = view;
     for (let attempt = 1; ; attempt++) {
@@ -325,7 +356,7 @@ export class Outbox {
         true,
         call,
         APPLY,
-        keyList(APPLY, { appState: app.appState, marks: app.marks }),
+        keyList(APPLY, { appState: app.appState, marks: app.marks, written: app.written }),
         argList(APPLY, { wantBucket: wantBucket ? '1' : '0' }, group(shard, current)),
       )) as [Array<string | number>, string[] | number];
       const [marks, bucket] = reply;
@@ -333,7 +364,7 @@ export class Outbox {
       const gap = Number(marks[2]) === 1;
       if (!gap) {
         this.#learn(appName, shard, mark, true);
-        return Array.isArray(bucket) ? bucket : [];
+        return { bucket: Array.isArray(bucket) ? bucket : [], caughtUp: Number(marks[3]) === 1 };
       }
       // The app slot is behind the view: read the outbox again from its mark.
       const keys = shardKeys(this.#options.prefix, appName, shard, this.#options.shards);
@@ -461,7 +492,13 @@ export class Outbox {
     if (view.entries.some(([position]) => position > mark)) {
       // Writes of this shard not applied yet (in flight, or their writer died): apply them now.
       // The read has its answer already; a failure here leaves them to a writer or a drain.
-      await this.apply(operation, call, appName, shard, view, false).catch(() => {});
+      // Entries the shard was told were applied are above this mark when the read's app read is
+      // older than that (a slow read: laying them over shows one moment), or when the app slot
+      // lost them (a failover): then the apply catches them up only where no later entry wrote
+      // (see APPLY), and the read shows the bucket as that left it.
+      const applied = view.entries.some(([position]) => position > mark && position <= view.known);
+      const outcome = await this.#apply(operation, call, appName, shard, view, applied).catch(() => undefined);
+      if (applied && outcome?.caughtUp) return { result: shardRead.result, appState: outcome.bucket };
     }
     return { result: shardRead.result, appState: layOver(app.bucket, mark, view) };
   }
@@ -562,10 +599,12 @@ export class Outbox {
     };
     const read = await Promise.allSettled(shards.map(peek));
     const failures: unknown[] = [];
+    // Every shard with entries, or that was told of applies: the app slot may have lost those
+    // since (a failover), which the apply finds (its floor is above the mark) and catches up.
     const pending: Array<{ keys: ShardKeys; view: OutboxView }> = [];
     read.forEach((outcome, index) => {
       if (outcome.status === 'rejected') failures.push(outcome.reason);
-      else if (outcome.value.entries.length > 0)
+      else if (outcome.value.entries.length > 0 || outcome.value.floor >= 0)
         pending.push({ keys: shards[index] as ShardKeys, view: outcome.value });
     });
     if (pending.length > 0) {
@@ -575,7 +614,7 @@ export class Outbox {
         true,
         call,
         APPLY,
-        keyList(APPLY, { appState: app.appState, marks: app.marks }),
+        keyList(APPLY, { appState: app.appState, marks: app.marks, written: app.written }),
         argList(
           APPLY,
           { wantBucket: '0' },
@@ -583,7 +622,7 @@ export class Outbox {
         ),
       )) as [Array<string | number>, number];
       const behind: Array<{ keys: ShardKeys; view: OutboxView }> = [];
-      for (let index = 0; index < marks.length; index += 3) {
+      for (let index = 0; index < marks.length; index += 4) {
         const shard = Number(marks[index]);
         if (Number(marks[index + 2]) === 1) {
           const entry = pending.find(({ keys }) => keys.shard === shard);
@@ -596,7 +635,8 @@ export class Outbox {
           failures.push(error),
         );
       }
-      const told = await Promise.allSettled(pending.map(({ keys }) => peek(keys)));
+      const applied = pending.filter((entry) => entry.view.entries.length > 0 || behind.includes(entry));
+      const told = await Promise.allSettled(applied.map(({ keys }) => peek(keys)));
       for (const outcome of told) if (outcome.status === 'rejected') failures.push(outcome.reason);
     }
     if (failures.length > 0) {
@@ -626,9 +666,9 @@ export class Outbox {
   }
 }
 
-/** The APPLY arguments of one shard's entries: its number, the view's floor, the count, then the entries. */
+/** The APPLY arguments of one shard's entries: its number, the view's floor and known position, the count, then the entries. */
 function group(shard: number, view: OutboxView): string[] {
-  const out = [String(shard), String(view.floor), String(view.entries.length)];
+  const out = [String(shard), String(view.floor), String(view.known), String(view.entries.length)];
   for (const [position, delta] of view.entries) out.push(String(position), delta);
   return out;
 }

@@ -195,9 +195,10 @@ local function outbox_ack(outbox, ack, keep_us)
   return meta
 end
 
--- What a reader or an applier needs of the outbox: { last, floor, { position, delta, ... } }
+-- What a reader or an applier needs of the outbox: { last, floor, { position, delta, ... }, known }
 -- with every entry above floor (all present). floor is the highest position known applied,
--- or 'from' when lower (a reader whose app read is older), never below the removed ones.
+-- or 'from' when lower (a reader whose app read is older), never below the removed ones; known
+-- is the highest position known applied (-1: none): an entry at or below it was applied once.
 local function outbox_view(outbox, meta, from)
   local cut = meta[2]
   local from_position = tonumber(from)
@@ -214,7 +215,7 @@ local function outbox_view(outbox, meta, from)
       entries[#entries + 1] = deltas[at - first + 1]
     end
   end
-  return { string.format('%.0f', meta[1]), text, entries }
+  return { string.format('%.0f', meta[1]), text, entries, string.format('%.0f', meta[2]) }
 end
 `;
 
@@ -923,42 +924,95 @@ return bucket
  * which position on it holds every entry (its floor); a group whose floor is
  * above the mark (the app slot lost marks, after a failover) is not applied,
  * and says so, for the applier to read the outbox again from the mark.
+ *
+ * Each state key's position (the entry that wrote it last) is kept beside
+ * the bucket. An entry at or below the shard's known position (`known`, what
+ * the shard was told the app slot had applied) but above the mark was
+ * applied once and lost since by the app slot (a failover to a replica that
+ * lagged): it is applied again only to the keys whose position is not
+ * above its own. A key written since by a later entry (another shard's,
+ * after the failover) keeps that value: the lost write never lands over a
+ * newer one. Every write the new master holds from before the failover came
+ * before the lost ones (a replica holds a prefix of its master's writes), so
+ * the positions tell which is newer, on the clock assumption positions make
+ * already (a new master's clock is past its predecessor's positions).
+ *
  * `wantBucket` ('1' | '0') asks for the bucket back. After the fixed
- * arguments, per shard: its number, its floor, its entry count, then
- * position, delta, ... in ascending order. A bucket or marks hash of another
- * type (written outside adk-state) is answered with {@link FOREIGN_TYPE}
- * before anything is written.
- * Returns { { shard, mark, gap (0 | 1), ... }, bucket or 0 }.
+ * arguments, per shard: its number, its floor, its known position, its
+ * entry count, then position, delta, ... in ascending order. A bucket,
+ * marks or positions hash of another type (written outside adk-state) is
+ * answered with {@link FOREIGN_TYPE} before anything is written.
+ * Returns { { shard, mark, gap (0 | 1), caught up (0 | 1: entries lost by the app slot
+ * were applied again), ... }, bucket or 0 }.
  */
 export const APPLY = define(
   'apply',
-  ['appState', 'marks'] as const,
+  ['appState', 'marks', 'written'] as const,
   ['wantBucket'] as const,
   `${MARK}${FOREIGN}
-local foreign = foreign_key({ KEYS.appState, 'hash', KEYS.marks, 'hash' })
+local foreign = foreign_key({ KEYS.appState, 'hash', KEYS.marks, 'hash', KEYS.written, 'hash' })
 if foreign then return foreign end
+-- Sets the pairs of list (field, value, ...) in hash, 2,000 arguments a command.
+local function hset_list(hash, list)
+  for from = 1, #list, 2000 do
+    redis.call('HSET', hash, unpack(list, from, math.min(#list, from + 1999)))
+  end
+end
+-- An entry's pairs into the bucket, and its position beside each key; a lost entry applied again
+-- (caught up) only to the keys no later entry wrote (no position above its own).
+local caught = 0
+local function apply_entry(list, position_text, caught_up)
+  if caught_up then caught = 1 end
+  if caught_up and #list > 0 then
+    local keys = {}
+    for index = 1, #list, 2 do keys[#keys + 1] = list[index] end
+    local kept, stamps = {}, {}
+    for first = 1, #keys, 1000 do
+      local last = math.min(#keys, first + 999)
+      local at_positions = redis.call('HMGET', KEYS.written, unpack(keys, first, last))
+      for index = first, last do
+        local written = position_of(at_positions[index - first + 1])
+        if not written or written <= tonumber(position_text) then
+          kept[#kept + 1] = list[2 * index - 1]
+          kept[#kept + 1] = list[2 * index]
+          stamps[#stamps + 1] = list[2 * index - 1]
+          stamps[#stamps + 1] = position_text
+        end
+      end
+    end
+    list = kept
+    hset_list(KEYS.written, stamps)
+  else
+    local stamps = {}
+    for index = 1, #list, 2 do
+      stamps[#stamps + 1] = list[index]
+      stamps[#stamps + 1] = position_text
+    end
+    hset_list(KEYS.written, stamps)
+  end
+  hset_list(KEYS.appState, list)
+end
 local marks = {}
 local at = ARGV_REST
 while at <= #ARGV do
   local shard = ARGV[at]
   local floor = tonumber(ARGV[at + 1])
-  local count = tonumber(ARGV[at + 2])
+  local known = tonumber(ARGV[at + 2])
+  local count = tonumber(ARGV[at + 3])
   local mark = redis.call('HGET', KEYS.marks, shard) or '-1'
   local done = position_of(mark)
   -- A mark that is not a position (changed outside the store) counts as none.
   if not done then mark, done = '-1', -1 end
   local gap = 0
+  caught = 0
   if floor > done then
     gap = 1
   else
     local moved = false
-    for entry = at + 3, at + 1 + 2 * count, 2 do
+    for entry = at + 4, at + 2 + 2 * count, 2 do
       local position = tonumber(ARGV[entry])
       if position > done then
-        local list = cjson.decode(ARGV[entry + 1])
-        for from = 1, #list, 2000 do
-          redis.call('HSET', KEYS.appState, unpack(list, from, math.min(#list, from + 1999)))
-        end
+        apply_entry(cjson.decode(ARGV[entry + 1]), ARGV[entry], position <= known)
         done = position
         mark = ARGV[entry]
         moved = true
@@ -969,7 +1023,8 @@ while at <= #ARGV do
   marks[#marks + 1] = shard
   marks[#marks + 1] = mark
   marks[#marks + 1] = gap
-  at = at + 3 + 2 * count
+  marks[#marks + 1] = caught
+  at = at + 4 + 2 * count
 end
 local bucket = 0
 if ARGV.wantBucket == '1' then bucket = redis.call('HGETALL', KEYS.appState) end

@@ -862,8 +862,8 @@ function loadReply([text, events]: [string, string[]], direct: boolean): LoadRep
 }
 
 /** An outbox view of a JSON reply, its entries as a list. */
-function outboxView([last, floor, entries]: OutboxReply): OutboxReply {
-  return [last, floor, listOf(entries)];
+function outboxView([last, floor, entries, known]: OutboxReply): OutboxReply {
+  return [last, floor, listOf(entries), known];
 }
 
 /** A list of a script's JSON reply: Lua's JSON encoder writes an empty table as `{}`. */
