@@ -57,7 +57,13 @@ import { type StoreCall, settledWithin, ToldOnce } from '@adk-state/core/store';
 import { type AppKeys, appKeys, FIELD, type ShardKeys, shardKeys } from './keys.js';
 import { APPLY, argList, keyList, PEEK, RAISE, READ_APP, type Script } from './scripts.js';
 
-/** Runs one script for one store step (the store's `#run`). */
+/**
+ * Runs one script for one store step (the store's `#run`). A write waits for
+ * the replicas (`waitForReplicas`) unless `waited` is false: the protocol's
+ * own bookkeeping (drains, mark hand-overs, a reader's apply of what it
+ * found waiting, the removal of applied entries) is not a caller's write,
+ * and a lagging replica must not stall it, nor the reads queued behind it.
+ */
 export type Runner = (
   operation: string,
   write: boolean,
@@ -65,7 +71,11 @@ export type Runner = (
   target: Script,
   keys: readonly string[],
   args: ReadonlyArray<string | number>,
+  waited?: boolean,
 ) => Promise<unknown>;
+
+/** {@link Runner}'s `waited` for the protocol's bookkeeping writes. */
+const UNWAITED = false;
 
 /** Something the store noticed and repaired, or could not do, that nothing else reports. */
 export interface RedisStoreWarning {
@@ -308,6 +318,7 @@ export class Outbox {
       PEEK,
       keyList(PEEK, keys),
       argList(PEEK, { ack, from: '', keepUs: this.#options.keepUs }),
+      UNWAITED,
     ).then(
       () => this.delivered(appName, shard, ack),
       () => {},
@@ -336,10 +347,14 @@ export class Outbox {
     view: OutboxView,
     wantBucket: boolean,
   ): Promise<string[]> {
-    return (await this.#apply(operation, call, appName, shard, view, wantBucket)).bucket;
+    return (await this.#apply(operation, call, appName, shard, view, wantBucket, true)).bucket;
   }
 
-  /** {@link apply}, also saying whether it applied again entries the app slot had lost (a failover). */
+  /**
+   * {@link apply}, also saying whether it applied again entries the app slot
+   * had lost (a failover); `waited`: whether the apply waits for the
+   * replicas (a writer's second step does, the bookkeeping does not).
+   */
   async #apply(
     operation: string,
     call: StoreCall | undefined,
@@ -347,6 +362,7 @@ export class Outbox {
     shard: number,
     view: OutboxView,
     wantBucket: boolean,
+    waited: boolean,
   ): Promise<{ bucket: string[]; caughtUp: boolean }> {
     const app = appKeys(this.#options.prefix, appName);
     let current = view;
@@ -358,6 +374,7 @@ export class Outbox {
         APPLY,
         keyList(APPLY, { appState: app.appState, marks: app.marks, written: app.written }),
         argList(APPLY, { wantBucket: wantBucket ? '1' : '0' }, group(shard, current)),
+        waited,
       )) as [Array<string | number>, string[] | number];
       const [marks, bucket] = reply;
       const mark = String(marks[1]);
@@ -376,6 +393,7 @@ export class Outbox {
           PEEK,
           keyList(PEEK, keys),
           argList(PEEK, { ack: '', from: mark, keepUs: this.#options.keepUs }),
+          UNWAITED,
         )) as OutboxReply,
         appName,
         shard,
@@ -497,7 +515,9 @@ export class Outbox {
       // lost them (a failover): then the apply catches them up only where no later entry wrote
       // (see APPLY), and the read shows the bucket as that left it.
       const applied = view.entries.some(([position]) => position > mark && position <= view.known);
-      const outcome = await this.#apply(operation, call, appName, shard, view, applied).catch(() => undefined);
+      const outcome = await this.#apply(operation, call, appName, shard, view, applied, UNWAITED).catch(
+        () => undefined,
+      );
       if (applied && outcome?.caughtUp) return { result: shardRead.result, appState: outcome.bucket };
     }
     return { result: shardRead.result, appState: layOver(app.bucket, mark, view) };
@@ -593,6 +613,7 @@ export class Outbox {
         PEEK,
         keyList(PEEK, keys),
         argList(PEEK, { ack, from: '', keepUs: this.#options.keepUs }),
+        UNWAITED,
       );
       this.delivered(appName, keys.shard, ack);
       return this.view(reply as OutboxReply, appName, keys.shard);
@@ -620,6 +641,7 @@ export class Outbox {
           { wantBucket: '0' },
           pending.flatMap(({ keys, view }) => group(keys.shard, view)),
         ),
+        UNWAITED,
       )) as [Array<string | number>, number];
       const behind: Array<{ keys: ShardKeys; view: OutboxView }> = [];
       for (let index = 0; index < marks.length; index += 4) {
@@ -631,7 +653,7 @@ export class Outbox {
       }
       // A shard whose view the app slot is behind (it lost marks): apply it on its own, from the mark.
       for (const { keys, view } of behind) {
-        await this.apply('drain', call, appName, keys.shard, view, false).catch((error: unknown) =>
+        await this.#apply('drain', call, appName, keys.shard, view, false, UNWAITED).catch((error: unknown) =>
           failures.push(error),
         );
       }

@@ -762,9 +762,9 @@ export class RedisStore implements SessionStore {
    * Runs one script for one store call (see `connection.ts` for deadlines and
    * honest failures); `operation` names the call in errors as the service does.
    */
-  readonly #run: Runner = (operation, write, call, target, keys, args) => {
+  readonly #run: Runner = (operation, write, call, target, keys, args, waited = true) => {
     const step = { operation, write, call };
-    const wait = write ? this.#wait : undefined;
+    const wait = write && waited ? this.#wait : undefined;
     return runScript(
       (command, commandArgs) => this.#connection.send(step, command, commandArgs, wait),
       target,

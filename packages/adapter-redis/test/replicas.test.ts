@@ -12,6 +12,8 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisSessionService } from '../src/index.js';
 import { sessionKeys } from '../src/keys.js';
+import { APPLY } from '../src/scripts.js';
+import { gated, runs } from './attack/hooks.js';
 import { type RedisServer, startRedisServer, testEvent } from './support/index.js';
 
 describe('waitForReplicas on a server with one replica', () => {
@@ -79,5 +81,54 @@ describe('waitForReplicas on a server with one replica', () => {
     }
     await service.appendEvent({ session, event: testEvent({ n: 22 }) });
     expect(await replicaClient.llen(keys.events)).toBe(22);
+  });
+
+  // Was a hole: the cluster protocol's own bookkeeping (a drain's reads and applies of every
+  // shard's outbox, a reader's apply of an entry it found waiting, the hand-over of marks) waited
+  // for the replicas like a caller's write. While a replica lagged, each of those held the
+  // connection to the master for the wait's timeout, and every read of this instance queued
+  // behind them failed at its deadline (README: "reads are unchanged").
+  it("with the replica frozen, the cluster protocol's drains and a reader's apply do not wait for it, and reads go on", async () => {
+    const keyPrefix = `replicas-${randomUUID().slice(0, 8)}:`;
+    const protocol = { keyPrefix, clusterProtocol: true, shards: 4 } as const;
+    // A writer that dies between its two steps: its app: delta waits in the shard's outbox.
+    const dying = new RedisSessionService({
+      ...protocol,
+      client: gated(client, (command, args) =>
+        runs(APPLY, command, args) ? Promise.reject(new Error('the process died here')) : undefined,
+      ),
+    });
+    const key = { appName: 'app', userId: 'u1', sessionId: 's1' };
+    const session = await dying.createSession(key);
+    await expect(dying.appendEvent({ session, event: testEvent({ n: 1, 'app:n': 1 }) })).rejects.toThrow();
+    await dying.close();
+
+    const reader = new RedisSessionService({
+      ...protocol,
+      client,
+      drainIntervalMs: 0,
+      waitForReplicas: { replicas: 1, timeoutMs: 3_000 },
+      timeoutMs: 1_000,
+    });
+    await replica.pause();
+    try {
+      // The reader applies the waiting delta (the write was stored) without waiting for the replica.
+      expect((await reader.getSession(key))?.state).toEqual({ n: 1, 'app:n': 1 });
+      // Each of these claims a drain of the app's four shards; the reads after them go on.
+      let current: Session | undefined;
+      for (let round = 0; round < 3; round++) {
+        expect(await reader.getAppState({ appName: 'app' })).toEqual({ n: 1 });
+        current = await reader.getSession(key);
+        expect(current?.events).toHaveLength(1);
+      }
+      // A caller's write still waits, and says it may have applied.
+      const failure = await reader
+        .appendEvent({ session: current as Session, event: testEvent({ n: 2, 'app:n': 2 }) })
+        .catch((error: unknown) => error);
+      expect((failure as BackendError).mayHaveApplied).toBe(true);
+    } finally {
+      replica.resume();
+      await reader.close();
+    }
   });
 });
