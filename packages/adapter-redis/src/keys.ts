@@ -50,7 +50,7 @@ export const PART = {
   appState: 'a',
   /** Hash (app slot): per shard, the outbox position applied up to; the last drain time. `w` */
   marks: 'w',
-  /** Hash (app slot): per state key of the app bucket, the outbox position of the entry that wrote it last. `k` */
+  /** Hash (app slot): per state key of the app bucket, when it was last written (the server's clock, µs). `k` */
   written: 'k',
 } as const;
 
@@ -227,7 +227,7 @@ export interface AppKeys {
   appState: string;
   /** Hash: per shard, the outbox position applied up to (cluster protocol). */
   marks: string;
-  /** Hash: per state key, the outbox position of the entry that wrote it last (cluster protocol). */
+  /** Hash: per state key, when it was last written (the app slot's clock, µs; cluster protocol). */
   written: string;
 }
 

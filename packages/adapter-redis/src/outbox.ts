@@ -40,8 +40,8 @@
  * slot's mark was applied once and lost since by the app slot (a failover to
  * a replica that lagged). Writers, readers and drains find such a shard (its
  * view's floor is above the mark) and apply those entries again, but only to
- * the state keys that no later entry wrote: the app slot keeps each key's
- * position beside the bucket (see `APPLY`).
+ * the state keys last written before the entry was made: the app slot keeps
+ * beside the bucket when each key was written (see `APPLY`).
  *
  * A session read is of one moment: it reads the session with its shard's
  * outbox (position `last`, entries above `floor`) and the app bucket with the
@@ -512,8 +512,8 @@ export class Outbox {
       // The read has its answer already; a failure here leaves them to a writer or a drain.
       // Entries the shard was told were applied are above this mark when the read's app read is
       // older than that (a slow read: laying them over shows one moment), or when the app slot
-      // lost them (a failover): then the apply catches them up only where no later entry wrote
-      // (see APPLY), and the read shows the bucket as that left it.
+      // lost them (a failover): then the apply catches each up only to the keys last written
+      // before it was made (see APPLY), and the read shows the bucket as that left it.
       const applied = view.entries.some(([position]) => position > mark && position <= view.known);
       const outcome = await this.#apply(operation, call, appName, shard, view, applied, UNWAITED).catch(
         () => undefined,

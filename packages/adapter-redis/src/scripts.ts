@@ -925,17 +925,18 @@ return bucket
  * above the mark (the app slot lost marks, after a failover) is not applied,
  * and says so, for the applier to read the outbox again from the mark.
  *
- * Each state key's position (the entry that wrote it last) is kept beside
- * the bucket. An entry at or below the shard's known position (`known`, what
- * the shard was told the app slot had applied) but above the mark was
- * applied once and lost since by the app slot (a failover to a replica that
- * lagged): it is applied again only to the keys whose position is not
- * above its own. A key written since by a later entry (another shard's,
- * after the failover) keeps that value: the lost write never lands over a
- * newer one. Every write the new master holds from before the failover came
- * before the lost ones (a replica holds a prefix of its master's writes), so
- * the positions tell which is newer, on the clock assumption positions make
- * already (a new master's clock is past its predecessor's positions).
+ * Beside the bucket, each state key keeps the time (the app slot's clock,
+ * microseconds) it was last written. An entry at or below the shard's known
+ * position (`known`, what the shard was told the app slot had applied) but
+ * above the mark was applied once and lost since by the app slot (a
+ * failover to a replica that lagged): it is applied again only to the keys
+ * last written before the entry was made (its position, the shard's clock).
+ * A key written after that keeps its value: by a write applied after the
+ * failover, which is newer, or by one applied before it that may have been
+ * newer (a replica holds a prefix of its master's writes, but the entry's
+ * first apply may have come after it). So a lost write may stay lost for a
+ * key, and never lands over a newer value; on the clock assumption the
+ * positions make already (clocks agree to well within a failover's time).
  *
  * `wantBucket` ('1' | '0') asks for the bucket back. After the fixed
  * arguments, per shard: its number, its floor, its known position, its
@@ -949,7 +950,7 @@ export const APPLY = define(
   'apply',
   ['appState', 'marks', 'written'] as const,
   ['wantBucket'] as const,
-  `${MARK}${FOREIGN}
+  `${NOW}${MARK}${FOREIGN}
 local foreign = foreign_key({ KEYS.appState, 'hash', KEYS.marks, 'hash', KEYS.written, 'hash' })
 if foreign then return foreign end
 -- Sets the pairs of list (field, value, ...) in hash, 2,000 arguments a command.
@@ -958,9 +959,11 @@ local function hset_list(hash, list)
     redis.call('HSET', hash, unpack(list, from, math.min(#list, from + 1999)))
   end
 end
--- An entry's pairs into the bucket, and its position beside each key; a lost entry applied again
--- (caught up) only to the keys no later entry wrote (no position above its own).
+-- An entry's pairs into the bucket, and beside each key the time it was written (the server's
+-- clock, microseconds); a lost entry applied again (caught up) only to the keys last written
+-- before the entry was made (its position).
 local caught = 0
+local applied_at = string.format('%.0f', now_us())
 local function apply_entry(list, position_text, caught_up)
   if caught_up then caught = 1 end
   if caught_up and #list > 0 then
@@ -972,11 +975,11 @@ local function apply_entry(list, position_text, caught_up)
       local at_positions = redis.call('HMGET', KEYS.written, unpack(keys, first, last))
       for index = first, last do
         local written = position_of(at_positions[index - first + 1])
-        if not written or written <= tonumber(position_text) then
+        if not written or written < tonumber(position_text) then
           kept[#kept + 1] = list[2 * index - 1]
           kept[#kept + 1] = list[2 * index]
           stamps[#stamps + 1] = list[2 * index - 1]
-          stamps[#stamps + 1] = position_text
+          stamps[#stamps + 1] = applied_at
         end
       end
     end
@@ -986,7 +989,7 @@ local function apply_entry(list, position_text, caught_up)
     local stamps = {}
     for index = 1, #list, 2 do
       stamps[#stamps + 1] = list[index]
-      stamps[#stamps + 1] = position_text
+      stamps[#stamps + 1] = applied_at
     end
     hset_list(KEYS.written, stamps)
   end

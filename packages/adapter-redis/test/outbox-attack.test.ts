@@ -394,6 +394,46 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
     expect(warnings.filter((warning) => warning.appName === appName)).toEqual([]);
   });
 
+  // Was a hole in the first form of the fix above, which compared the positions of the entries:
+  // a write made before the lost one (a lower position) whose second step reached the app slot
+  // only after the failover is the newer value, and the catch-up landed the lost one over it.
+  it('after the app slot loses applies, a catch-up keeps a write whose second step landed after the failover', async () => {
+    const appName = `app-${randomUUID()}`;
+    const [ada] = usersOfShard(shardOf, SHARDS, 10, 'i', 1) as [string];
+    const [bob] = usersOfShard(shardOf, SHARDS, 11, 'j', 1) as [string];
+    let release: () => void = () => {};
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let holding = true;
+    const slow = service({
+      client: gated(client, (command, args) => {
+        if (!holding || !runs(APPLY, command, args)) return undefined;
+        holding = false;
+        return held;
+      }),
+    });
+    const writer = service();
+    const mine = await writer.createSession({ appName, userId: ada, sessionId: 'a' });
+    const theirs = await slow.createSession({ appName, userId: bob, sessionId: 'b' });
+    await writer.appendEvent({ session: mine, event: testEvent({ 'app:x': 'A0', 'app:y': 'A0' }) });
+    let inFlight: Promise<unknown> = Promise.resolve();
+    const failover = await laggingAppSlot(appName, async () => {
+      // bob's write is made first (its entry is stored) and reaches the app slot last.
+      inFlight = slow.appendEvent({ session: theirs, event: testEvent({ 'app:x': 'B1' }) });
+      for (let attempt = 0; attempt < 200 && holding; attempt++) await new Promise((resolve) => setTimeout(resolve, 5));
+      await writer.appendEvent({ session: mine, event: testEvent({ 'app:x': 'A1', 'app:y': 'A1' }) });
+      await writer.appendEvent({ session: mine, event: testEvent({ own: 1 }) });
+    });
+    await failover();
+    release();
+    await inFlight;
+    expect(await service().getAppState({ appName })).toEqual({ x: 'B1', y: 'A0' });
+    const read = (await service().getSession({ appName, userId: ada, sessionId: 'a' })) as Session;
+    expect(read.state).toEqual({ own: 1, 'app:x': 'B1', 'app:y': 'A1' });
+    expect(await service().getAppState({ appName })).toEqual({ x: 'B1', y: 'A1' });
+  });
+
   // Was a hole: a drain read each shard's outbox from the entries the shard had not been told were
   // applied, so it had nothing to send for a shard whose applies the app slot lost, and never found
   // the mark behind: those entries were caught up only by a read or an app: write of that shard,
