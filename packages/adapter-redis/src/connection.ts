@@ -30,6 +30,8 @@ export interface CommandClient {
   readonly isCluster?: boolean;
   /** The client's options (ioredis's `options.db` is the database it selects on every connect). */
   readonly options?: { db?: unknown };
+  /** A `Cluster`'s refresh of its map of slots to nodes. */
+  refreshSlotsCache?(callback?: (error?: Error | null) => void): void;
   /** Commands sent together, on one connection (on a `Cluster`, to the node of their keys). */
   pipeline?(commands: Array<Array<string | number>>): { exec(): Promise<Array<[Error | null, unknown]> | null> };
   on?(event: string, listener: (...args: unknown[]) => void): unknown;
@@ -284,11 +286,28 @@ export class Connection {
         if (error instanceof Error && error.message.startsWith('WRONGTYPE')) {
           throw new BackendError(step.operation, error, { kind: 'unreadable-data', mayHaveApplied: step.write });
         }
+        // A node that is a replica now (a failover demoted it): it wrote nothing (a replica refuses
+        // every write, and a script cannot see its node change role). A Cluster client learns the
+        // new map of slots on a redirection or its periodic refresh, seconds later: refresh it now.
+        if (error instanceof Error && error.message.startsWith('READONLY')) {
+          this.#refreshSlots();
+          throw new BackendError(step.operation, error, { mayHaveApplied: false });
+        }
         throw error;
       }
       throw this.#failure(step, error, queued && this.#ready.count === readyBefore);
     } finally {
       if (queued) this.#ready.release();
+    }
+  }
+
+  /** Asks a `Cluster` client to refresh its map of slots (it runs one refresh at a time). */
+  #refreshSlots(): void {
+    if (this.#client.isCluster !== true || typeof this.#client.refreshSlotsCache !== 'function') return;
+    try {
+      this.#client.refreshSlotsCache(() => {});
+    } catch {
+      // The next redirection or periodic refresh does it.
     }
   }
 

@@ -10,6 +10,7 @@ import { BackendError } from '@adk-state/core';
 import type { Session } from '@google/adk';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Connection } from '../src/connection.js';
 import { RedisSessionService } from '../src/index.js';
 import { sessionKeys } from '../src/keys.js';
 import { APPLY } from '../src/scripts.js';
@@ -81,6 +82,41 @@ describe('waitForReplicas on a server with one replica', () => {
     }
     await service.appendEvent({ session, event: testEvent({ n: 22 }) });
     expect(await replicaClient.llen(keys.events)).toBe(22);
+  });
+
+  // A node demoted by a failover answers writes with READONLY until the client learns the new
+  // map of slots: that refusal wrote nothing (a replica writes nothing), and said it may have.
+  it('a write sent to a replica fails as an outage that wrote nothing', async () => {
+    const onReplica = new RedisSessionService({ client: replicaClient, keyPrefix: `replicas-${randomUUID()}:` });
+    const failure = await onReplica
+      .createSession({ appName: 'app', userId: 'u1', sessionId: 's1' })
+      .catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(BackendError);
+    expect((failure as BackendError).kind).toBe('outage');
+    expect((failure as BackendError).mayHaveApplied).toBe(false);
+    expect((failure as Error).message).toMatch(/READONLY/);
+  });
+
+  it('a Cluster client that meets READONLY is asked to refresh its map of slots', async () => {
+    let refreshed = 0;
+    const readonly = Object.assign(new Error("READONLY You can't write against a read only replica."), {
+      name: 'ReplyError',
+    });
+    const stub = {
+      isCluster: true,
+      status: 'ready',
+      call: () => Promise.reject(readonly),
+      refreshSlotsCache: (callback?: () => void) => {
+        refreshed++;
+        callback?.();
+      },
+    };
+    const connection = new Connection(stub, false);
+    const failure = await connection
+      .send({ operation: 'appendEvent', write: true, call: undefined }, 'evalsha', ['0', 0])
+      .catch((error: unknown) => error);
+    expect((failure as BackendError).mayHaveApplied).toBe(false);
+    expect(refreshed).toBe(1);
   });
 
   // Was a hole: the cluster protocol's own bookkeeping (a drain's reads and applies of every
