@@ -338,6 +338,10 @@ export class Outbox {
    * mark is below the view's floor (it lost marks in a failover), the outbox
    * is read again from the mark and applied from there; entries already
    * removed from the outbox are lost, and the mark is raised past them.
+   * `wantBucket` asks for the bucket after; `waited` (default true) makes
+   * the apply wait for the replicas (a writer's second step does, the
+   * bookkeeping does not). Says too whether it applied again entries the
+   * app slot had lost (a failover).
    */
   async apply(
     operation: string,
@@ -345,24 +349,7 @@ export class Outbox {
     appName: string,
     shard: number,
     view: OutboxView,
-    wantBucket: boolean,
-  ): Promise<string[]> {
-    return (await this.#apply(operation, call, appName, shard, view, wantBucket, true)).bucket;
-  }
-
-  /**
-   * {@link apply}, also saying whether it applied again entries the app slot
-   * had lost (a failover); `waited`: whether the apply waits for the
-   * replicas (a writer's second step does, the bookkeeping does not).
-   */
-  async #apply(
-    operation: string,
-    call: StoreCall | undefined,
-    appName: string,
-    shard: number,
-    view: OutboxView,
-    wantBucket: boolean,
-    waited: boolean,
+    { wantBucket, waited = true }: { wantBucket: boolean; waited?: boolean },
   ): Promise<{ bucket: string[]; caughtUp: boolean }> {
     const app = appKeys(this.#options.prefix, appName);
     let current = view;
@@ -515,9 +502,10 @@ export class Outbox {
       // lost them (a failover): then the apply catches each up only to the keys last written
       // before it was made (see APPLY), and the read shows the bucket as that left it.
       const applied = view.entries.some(([position]) => position > mark && position <= view.known);
-      const outcome = await this.#apply(operation, call, appName, shard, view, applied, UNWAITED).catch(
-        () => undefined,
-      );
+      const outcome = await this.apply(operation, call, appName, shard, view, {
+        wantBucket: applied,
+        waited: UNWAITED,
+      }).catch(() => undefined);
       if (applied && outcome?.caughtUp) return { result: shardRead.result, appState: outcome.bucket };
     }
     return { result: shardRead.result, appState: layOver(app.bucket, mark, view) };
@@ -653,8 +641,8 @@ export class Outbox {
       }
       // A shard whose view the app slot is behind (it lost marks): apply it on its own, from the mark.
       for (const { keys, view } of behind) {
-        await this.#apply('drain', call, appName, keys.shard, view, false, UNWAITED).catch((error: unknown) =>
-          failures.push(error),
+        await this.apply('drain', call, appName, keys.shard, view, { wantBucket: false, waited: UNWAITED }).catch(
+          (error: unknown) => failures.push(error),
         );
       }
       const applied = pending.filter((entry) => entry.view.entries.length > 0 || behind.includes(entry));

@@ -303,7 +303,8 @@ export class RedisStore implements SessionStore {
       }
       app = layOver(bucket, mark, view);
     } else {
-      app = await this.#outbox.apply('createSession', call, input.key.appName, shard, view, true);
+      app = (await this.#outbox.apply('createSession', call, input.key.appName, shard, view, { wantBucket: true }))
+        .bucket;
     }
     return { status: 'created', userState: toBucket(user), appState: toBucket(app) };
   }
@@ -321,7 +322,9 @@ export class RedisStore implements SessionStore {
     reply: OutboxReply,
   ): Promise<string[]> {
     return afterWrite(operation, () =>
-      this.#outbox.apply(operation, call, appName, shard, this.#outbox.view(reply, appName, shard), false),
+      this.#outbox
+        .apply(operation, call, appName, shard, this.#outbox.view(reply, appName, shard), { wantBucket: false })
+        .then(({ bucket }) => bucket),
     );
   }
 
