@@ -930,7 +930,9 @@ return bucket
  * position (`known`, what the shard was told the app slot had applied) but
  * above the mark was applied once and lost since by the app slot (a
  * failover to a replica that lagged): it is applied again only to the keys
- * last written before the entry was made (its position, the shard's clock).
+ * last written before the entry was made (its position, the shard's clock),
+ * which it stamps with that position, so that the next lost entry (of the
+ * same shard, or made later on another) still lands over it.
  * A key written after that keeps its value: by a write applied after the
  * failover, which is newer, or by one applied before it that may have been
  * newer (a replica holds a prefix of its master's writes, but the entry's
@@ -961,7 +963,7 @@ local function hset_list(hash, list)
 end
 -- An entry's pairs into the bucket, and beside each key the time it was written (the server's
 -- clock, microseconds); a lost entry applied again (caught up) only to the keys last written
--- before the entry was made (its position).
+-- before the entry was made (its position), which it stamps with that position.
 local caught = 0
 local applied_at = string.format('%.0f', now_us())
 local function apply_entry(list, position_text, caught_up)
@@ -979,7 +981,9 @@ local function apply_entry(list, position_text, caught_up)
           kept[#kept + 1] = list[2 * index - 1]
           kept[#kept + 1] = list[2 * index]
           stamps[#stamps + 1] = list[2 * index - 1]
-          stamps[#stamps + 1] = applied_at
+          -- The time the entry was made, not now: a later lost entry (of this shard, or made later on
+          -- another) still lands over it.
+          stamps[#stamps + 1] = position_text
         end
       end
     end

@@ -434,6 +434,26 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
     expect(await service().getAppState({ appName })).toEqual({ x: 'B1', y: 'A1' });
   });
 
+  // Was a hole in the fix above: a caught-up entry stamped its keys with the time of the catch-up,
+  // so the next lost entry of the same shard (newer) found them "written since" and skipped them:
+  // the oldest lost value won, and the app showed half of the newer append's delta.
+  it('after the app slot loses several applies of one shard, the catch-up applies them in order', async () => {
+    const appName = `app-${randomUUID()}`;
+    const key = { appName, userId: 'ada', sessionId: 'a' };
+    const writer = service();
+    const session = await writer.createSession(key);
+    await writer.appendEvent({ session, event: testEvent({ 'app:x': 'A0', 'app:y': 'A0' }) });
+    const failover = await laggingAppSlot(appName, async () => {
+      await writer.appendEvent({ session, event: testEvent({ 'app:x': 'A1' }) });
+      await writer.appendEvent({ session, event: testEvent({ 'app:x': 'A2', 'app:y': 'A2' }) });
+      await writer.appendEvent({ session, event: testEvent({ own: 1 }) });
+    });
+    await failover();
+    const read = (await service().getSession(key)) as Session;
+    expect(read.state).toEqual({ own: 1, 'app:x': 'A2', 'app:y': 'A2' });
+    expect(await service().getAppState({ appName })).toEqual({ x: 'A2', y: 'A2' });
+  });
+
   // Was a hole (noted, left as the failover's path): a shard's mark in the app slot changed to
   // something that is not a position counts as none, and a reader laid the entries the outbox
   // still kept over the bucket and applied them again, an older value over a newer one of
