@@ -92,6 +92,12 @@ export const FIELD = {
   floor: '\u0000f',
   /** Marks (app slot): the server time (ms) the last drain of the app's outboxes began. */
   drained: '\u0000d',
+  /**
+   * Marks (app slot): this prefix, then a shard's number: the highest
+   * position of that shard's entries applied again after the app slot had
+   * lost them (a catch-up).
+   */
+  caughtUp: '\u0000c',
   /** Layout record: the number of shards. */
   shards: 'shards',
 } as const;

@@ -340,8 +340,9 @@ export class Outbox {
    * removed from the outbox are lost, and the mark is raised past them.
    * `wantBucket` asks for the bucket after; `waited` (default true) makes
    * the apply wait for the replicas (a writer's second step does, the
-   * bookkeeping does not). Says too whether it applied again entries the
-   * app slot had lost (a failover).
+   * bookkeeping does not). Resolves with the bucket (empty unless asked
+   * for) and, with it, the highest position of the shard's entries ever
+   * caught up after the app slot lost them (-1: none).
    */
   async apply(
     operation: string,
@@ -350,7 +351,7 @@ export class Outbox {
     shard: number,
     view: OutboxView,
     { wantBucket, waited = true }: { wantBucket: boolean; waited?: boolean },
-  ): Promise<{ bucket: string[]; caughtUp: boolean }> {
+  ): Promise<{ bucket: string[]; caughtUp: number }> {
     const app = appKeys(this.#options.prefix, appName);
     let current = view;
     for (let attempt = 1; ; attempt++) {
@@ -368,7 +369,8 @@ export class Outbox {
       const gap = Number(marks[2]) === 1;
       if (!gap) {
         this.#learn(appName, shard, mark, true);
-        return { bucket: Array.isArray(bucket) ? bucket : [], caughtUp: Number(marks[3]) === 1 };
+        const caughtUp = POSITION.test(String(marks[3])) ? Number(marks[3]) : -1;
+        return { bucket: Array.isArray(bucket) ? bucket : [], caughtUp };
       }
       // The app slot is behind the view: read the outbox again from its mark.
       const keys = shardKeys(this.#options.prefix, appName, shard, this.#options.shards);
@@ -499,14 +501,20 @@ export class Outbox {
       // The read has its answer already; a failure here leaves them to a writer or a drain.
       // Entries the shard was told were applied are above this mark when the read's app read is
       // older than that (a slow read: laying them over shows one moment), or when the app slot
-      // lost them (a failover): then the apply catches each up only to the keys last written
-      // before it was made (see APPLY), and the read shows the bucket as that left it.
-      const applied = view.entries.some(([position]) => position > mark && position <= view.known);
+      // lost them (a failover, a damaged mark). The apply (this one, or another reader's or a
+      // drain's before it) catches lost ones up only to the keys last written before each was made
+      // (see APPLY), and says how far the shard's entries were caught up: when that covers them,
+      // laying them over this read's bucket could show a lost value over a newer one, so the read
+      // shows the bucket as the catch-up left it.
+      let highest = -1;
+      for (const [position] of view.entries) if (position > mark && position <= view.known) highest = position;
       const outcome = await this.apply(operation, call, appName, shard, view, {
-        wantBucket: applied,
+        wantBucket: highest >= 0,
         waited: UNWAITED,
       }).catch(() => undefined);
-      if (applied && outcome?.caughtUp) return { result: shardRead.result, appState: outcome.bucket };
+      if (highest >= 0 && outcome && outcome.caughtUp >= highest) {
+        return { result: shardRead.result, appState: outcome.bucket };
+      }
     }
     return { result: shardRead.result, appState: layOver(app.bucket, mark, view) };
   }

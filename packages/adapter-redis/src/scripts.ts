@@ -945,8 +945,9 @@ return bucket
  * entry count, then position, delta, ... in ascending order. A bucket,
  * marks or positions hash of another type (written outside adk-state) is
  * answered with {@link FOREIGN_TYPE} before anything is written.
- * Returns { { shard, mark, gap (0 | 1), caught up (0 | 1: entries lost by the app slot
- * were applied again), ... }, bucket or 0 }.
+ * Returns { { shard, mark, gap (0 | 1), caught up (with `wantBucket`: the
+ * highest position of the shard's entries ever applied again after the app
+ * slot lost them, '-1' for none), ... }, bucket or 0 }.
  */
 export const APPLY = define(
   'apply',
@@ -964,10 +965,8 @@ end
 -- An entry's pairs into the bucket, and beside each key the time it was written (the server's
 -- clock, microseconds); a lost entry applied again (caught up) only to the keys last written
 -- before the entry was made (its position), which it stamps with that position.
-local caught = 0
 local applied_at = string.format('%.0f', now_us())
 local function apply_entry(list, position_text, caught_up)
-  if caught_up then caught = 1 end
   if caught_up and #list > 0 then
     local keys = {}
     for index = 1, #list, 2 do keys[#keys + 1] = list[index] end
@@ -1011,26 +1010,32 @@ while at <= #ARGV do
   -- A mark that is not a position (changed outside the store) counts as none.
   if not done then mark, done = '-1', -1 end
   local gap = 0
-  caught = 0
+  local caught_field = ${F.caughtUp} .. shard
   if floor > done then
     gap = 1
   else
     local moved = false
+    local caught = nil
     for entry = at + 4, at + 2 + 2 * count, 2 do
       local position = tonumber(ARGV[entry])
       if position > done then
         apply_entry(cjson.decode(ARGV[entry + 1]), ARGV[entry], position <= known)
+        if position <= known then caught = ARGV[entry] end
         done = position
         mark = ARGV[entry]
         moved = true
       end
     end
     if moved then redis.call('HSET', KEYS.marks, shard, mark) end
+    if caught then redis.call('HSET', KEYS.marks, caught_field, caught) end
   end
   marks[#marks + 1] = shard
   marks[#marks + 1] = mark
   marks[#marks + 1] = gap
-  marks[#marks + 1] = caught
+  -- For a reader (who asks for the bucket): how far this shard's entries were ever caught up.
+  local caught_up = '-1'
+  if ARGV.wantBucket == '1' then caught_up = redis.call('HGET', KEYS.marks, caught_field) or '-1' end
+  marks[#marks + 1] = caught_up
   at = at + 4 + 2 * count
 end
 local bucket = 0

@@ -394,6 +394,37 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
     expect(warnings.filter((warning) => warning.appName === appName)).toEqual([]);
   });
 
+  // Was a hole in the fix above: a reader showed the bucket its apply left only when that apply
+  // itself caught the lost entries up; when another reader or a drain had done it first, it laid
+  // them over its own (older) bucket, the lost value over the newer one.
+  it('after the app slot loses applies, a reader whose catch-up another did first shows the newer value', async () => {
+    const appName = `app-${randomUUID()}`;
+    const { key } = await lostThenNewer(appName);
+    let release: () => void = () => {};
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let reached: () => void = () => {};
+    const atApply = new Promise<void>((resolve) => {
+      reached = resolve;
+    });
+    let holding = true;
+    const slow = service({
+      client: gated(client, (command, args) => {
+        if (!holding || !runs(APPLY, command, args)) return undefined;
+        holding = false;
+        reached();
+        return held;
+      }),
+    });
+    const reading = slow.getSession(key);
+    await atApply;
+    expect((await service().getSession(key))?.state['app:x']).toBe('B1');
+    release();
+    const read = (await reading) as Session;
+    expect(read.state).toEqual({ own: 1, 'app:x': 'B1', 'app:y': 'A1', 'app:z': 'B0' });
+  });
+
   // Was a hole in the first form of the fix above, which compared the positions of the entries:
   // a write made before the lost one (a lower position) whose second step reached the app slot
   // only after the failover is the newer value, and the catch-up landed the lost one over it.
