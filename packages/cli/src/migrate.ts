@@ -238,8 +238,9 @@ function sourceWins(policy: ConflictPolicy, sourceTime: number, targetTime: numb
 
 /**
  * When a side last wrote a scope: the latest event of `sessions` whose state
- * delta holds a key of the scope; without one, the earliest start of a
- * session (state given at creation); `-Infinity` without sessions.
+ * delta holds a key of the scope, or, when later, the creation of a session
+ * whose state gave a key of the scope its value (see {@link ScopeClock});
+ * `-Infinity` without sessions.
  */
 export function lastWriteOf(sessions: readonly Session[], scope: 'user' | 'app'): number {
   const clock = new ScopeClock(scope);
@@ -247,25 +248,53 @@ export function lastWriteOf(sessions: readonly Session[], scope: 'user' | 'app')
   return clock.lastWrite();
 }
 
-/** {@link lastWriteOf}, told one session at a time (so that none has to be kept). */
+/**
+ * {@link lastWriteOf}, told one session at a time (so that none has to be kept).
+ *
+ * A store keeps no record of the state a session was created with, so that
+ * write is found from what it left: a key of the scope whose value is not
+ * the one the side's last event writing that key gave it (or that no event
+ * wrote) got it from the state of a session created later. Its time is the
+ * earliest start of a session after that event (or of any session): the
+ * earliest it can have been, so that a side never wins on a guess.
+ */
 class ScopeClock {
   #latest = Number.NEGATIVE_INFINITY;
-  #earliestStart = Number.POSITIVE_INFINITY;
+  /** Per key of the scope: the time and value of the latest event that wrote it. */
+  readonly #lastEvents = new Map<string, { time: number; value: unknown }>();
+  /** The scope's values on this side, as the sessions read show them. */
+  #values: Record<string, unknown> = {};
+  /** When each session began (its first event, or its lastUpdateTime without events). */
+  readonly #starts: number[] = [];
   constructor(readonly scope: 'user' | 'app') {}
 
   add(session: Session): void {
-    this.#earliestStart = Math.min(this.#earliestStart, session.events[0]?.timestamp ?? session.lastUpdateTime);
+    this.#starts.push(session.events[0]?.timestamp ?? session.lastUpdateTime);
+    Object.assign(this.#values, scopeState(session.state, this.scope));
     for (const event of session.events) {
       const delta = event.actions?.stateDelta ?? {};
-      if (Object.keys(delta).some((key) => scopeOf(key) === this.scope)) {
+      for (const key of Object.keys(delta)) {
+        if (scopeOf(key) !== this.scope) continue;
         this.#latest = Math.max(this.#latest, event.timestamp);
+        const last = this.#lastEvents.get(key);
+        if (!last || event.timestamp >= last.time)
+          this.#lastEvents.set(key, { time: event.timestamp, value: delta[key] });
       }
     }
   }
 
   lastWrite(): number {
-    if (this.#latest !== Number.NEGATIVE_INFINITY) return this.#latest;
-    return this.#earliestStart === Number.POSITIVE_INFINITY ? Number.NEGATIVE_INFINITY : this.#earliestStart;
+    let latest = this.#latest;
+    for (const [key, value] of Object.entries(this.#values)) {
+      const last = this.#lastEvents.get(key);
+      if (last && same(last.value, value)) continue;
+      // Given by a session's creation state, after the last event that wrote the key.
+      const after = last?.time ?? Number.NEGATIVE_INFINITY;
+      let created = Number.POSITIVE_INFINITY;
+      for (const start of this.#starts) if (start > after && start < created) created = start;
+      if (created !== Number.POSITIVE_INFINITY) latest = Math.max(latest, created);
+    }
+    return latest;
   }
 }
 
