@@ -356,6 +356,26 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
     };
   }
 
+  /** A client whose first APPLY waits until `release()`; `reached` resolves once one is held. */
+  function holdFirstApply() {
+    let release: () => void = () => {};
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let arrive: () => void = () => {};
+    const reached = new Promise<void>((resolve) => {
+      arrive = resolve;
+    });
+    let holding = true;
+    const wrapped = gated(client, (command, args) => {
+      if (!holding || !runs(APPLY, command, args)) return undefined;
+      holding = false;
+      arrive();
+      return held;
+    });
+    return { client: wrapped, reached, release: () => release() };
+  }
+
   /**
    * One shard's write lost by the app slot (`ada`: app:x = 'A1', app:y = 'A1'), then another
    * shard's write after the failover (`bob`: app:x = 'B1'): a catch-up brings back y and keeps x.
@@ -400,27 +420,11 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
   it('after the app slot loses applies, a reader whose catch-up another did first shows the newer value', async () => {
     const appName = `app-${randomUUID()}`;
     const { key } = await lostThenNewer(appName);
-    let release: () => void = () => {};
-    const held = new Promise<void>((resolve) => {
-      release = resolve;
-    });
-    let reached: () => void = () => {};
-    const atApply = new Promise<void>((resolve) => {
-      reached = resolve;
-    });
-    let holding = true;
-    const slow = service({
-      client: gated(client, (command, args) => {
-        if (!holding || !runs(APPLY, command, args)) return undefined;
-        holding = false;
-        reached();
-        return held;
-      }),
-    });
-    const reading = slow.getSession(key);
-    await atApply;
+    const hold = holdFirstApply();
+    const reading = service({ client: hold.client }).getSession(key);
+    await hold.reached;
     expect((await service().getSession(key))?.state['app:x']).toBe('B1');
-    release();
+    hold.release();
     const read = (await reading) as Session;
     expect(read.state).toEqual({ own: 1, 'app:x': 'B1', 'app:y': 'A1', 'app:z': 'B0' });
   });
@@ -432,18 +436,8 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
     const appName = `app-${randomUUID()}`;
     const [ada] = usersOfShard(shardOf, SHARDS, 10, 'i', 1) as [string];
     const [bob] = usersOfShard(shardOf, SHARDS, 11, 'j', 1) as [string];
-    let release: () => void = () => {};
-    const held = new Promise<void>((resolve) => {
-      release = resolve;
-    });
-    let holding = true;
-    const slow = service({
-      client: gated(client, (command, args) => {
-        if (!holding || !runs(APPLY, command, args)) return undefined;
-        holding = false;
-        return held;
-      }),
-    });
+    const hold = holdFirstApply();
+    const slow = service({ client: hold.client });
     const writer = service();
     const mine = await writer.createSession({ appName, userId: ada, sessionId: 'a' });
     const theirs = await slow.createSession({ appName, userId: bob, sessionId: 'b' });
@@ -452,12 +446,12 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
     const failover = await laggingAppSlot(appName, async () => {
       // bob's write is made first (its entry is stored) and reaches the app slot last.
       inFlight = slow.appendEvent({ session: theirs, event: testEvent({ 'app:x': 'B1' }) });
-      for (let attempt = 0; attempt < 200 && holding; attempt++) await new Promise((resolve) => setTimeout(resolve, 5));
+      await hold.reached;
       await writer.appendEvent({ session: mine, event: testEvent({ 'app:x': 'A1', 'app:y': 'A1' }) });
       await writer.appendEvent({ session: mine, event: testEvent({ own: 1 }) });
     });
     await failover();
-    release();
+    hold.release();
     await inFlight;
     expect(await service().getAppState({ appName })).toEqual({ x: 'B1', y: 'A0' });
     const read = (await service().getSession({ appName, userId: ada, sessionId: 'a' })) as Session;
