@@ -943,7 +943,7 @@ return bucket
  * `wantBucket` ('1' | '0') asks for the bucket back. After the fixed
  * arguments, per shard: its number, its floor, its known position, its
  * entry count, then position, delta, ... in ascending order. A bucket,
- * marks or positions hash of another type (written outside adk-state) is
+ * marks or write-times hash of another type (written outside adk-state) is
  * answered with {@link FOREIGN_TYPE} before anything is written.
  * Returns { { shard, mark, gap (0 | 1), caught up (with `wantBucket`: the
  * highest position of the shard's entries ever applied again after the app
@@ -973,9 +973,9 @@ local function apply_entry(list, position_text, caught_up)
     local kept, stamps = {}, {}
     for first = 1, #keys, 1000 do
       local last = math.min(#keys, first + 999)
-      local at_positions = redis.call('HMGET', KEYS.written, unpack(keys, first, last))
+      local times = redis.call('HMGET', KEYS.written, unpack(keys, first, last))
       for index = first, last do
-        local written = position_of(at_positions[index - first + 1])
+        local written = position_of(times[index - first + 1])
         if not written or written < tonumber(position_text) then
           kept[#kept + 1] = list[2 * index - 1]
           kept[#kept + 1] = list[2 * index]

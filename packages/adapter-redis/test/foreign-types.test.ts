@@ -292,6 +292,41 @@ describe.each(
   });
 });
 
+describe.each(
+  protocols.filter((protocol) => protocol !== 'direct'),
+)("the Redis store (%s) with the app slot's write-times hash of another type", (protocol) => {
+  it('an append with app: keys is stored in its shard and fails naming the key; reads go on; removing it repairs', async () => {
+    const raw = protocol === 'cluster' ? (cluster as Cluster) : client;
+    const keyPrefix = `${inject('testPrefix')}-${randomUUID()}:`;
+    const make = () => {
+      const service = new RedisSessionService({
+        client: raw,
+        keyPrefix,
+        ...PROTOCOLS[protocol],
+      } as RedisSessionServiceOptions);
+      made.push(service);
+      return service;
+    };
+    const key = { appName: 'app', userId: 'u', sessionId: 's' };
+    const session = await make().createSession({ ...key, state: { a: 1 } });
+    const foreign = sessionKeys(keyPrefix, 'app', 'u', 's').app.written;
+    await raw.set(foreign, 'written by something else');
+    const error = await failure(
+      make().appendEvent({ session, event: createEvent({ author: 'a', actions: { stateDelta: { 'app:b': 5 } } }) }),
+    );
+    expect(error.kind).toBe('unreadable-data');
+    expect(error.mayHaveApplied).toBe(true);
+    expect(error.message).toContain(JSON.stringify(foreign));
+    expect(await raw.get(foreign)).toBe('written by something else');
+    // Reads do not need it: they show the delta waiting in the outbox.
+    expect((await make().getSession(key))?.state).toEqual({ a: 1, 'app:b': 5 });
+    // Removing the key repairs it: the next read of the shard applies the delta.
+    await raw.del(foreign);
+    expect((await make().getSession(key))?.state).toEqual({ a: 1, 'app:b': 5 });
+    expect(await make().getAppState({ appName: 'app' })).toEqual({ b: 5 });
+  });
+});
+
 describe('the purge of expired sessions', () => {
   /**
    * A service with a time to live whose session `old` of user `owner` has
