@@ -53,7 +53,7 @@
  * the two slots makes a read fail.
  */
 import { setMaxListeners } from 'node:events';
-import { type StoreCall, settledWithin, ToldOnce } from '@adk-state/core/store';
+import { type StoreCall, settledWithin, ToldOnce, UnreadableDataError } from '@adk-state/core/store';
 import { type AppKeys, appKeys, FIELD, type ShardKeys, shardKeys } from './keys.js';
 import { APPLY, argList, keyList, PEEK, RAISE, READ_APP, type Script } from './scripts.js';
 
@@ -194,6 +194,14 @@ export function layOver(bucket: string[], mark: number, view: OutboxView): strin
 
 /** How many (app, shard) marks a store remembers to hand to the shard. */
 const ACK_MEMORY = 10_000;
+
+/**
+ * How many times an apply finds the app slot's mark behind the shard's
+ * entries (reading the outbox again and raising the mark each time) before
+ * it gives up: a mark the repair cannot raise (changed outside the store)
+ * fails the apply instead of holding it until its deadline.
+ */
+const APPLY_ATTEMPTS = 5;
 
 /** How many times a session read reads before it shows the newest it read, and says so. */
 const READ_ATTEMPTS = 4;
@@ -341,8 +349,8 @@ export class Outbox {
    * `wantBucket` asks for the bucket after; `waited` (default true) makes
    * the apply wait for the replicas (a writer's second step does, the
    * bookkeeping does not). Resolves with the bucket (empty unless asked
-   * for) and, with it, the highest position of the shard's entries ever
-   * caught up after the app slot lost them (-1: none).
+   * for), the highest position of the shard's entries ever caught up after
+   * the app slot lost them (-1: none), and the shard's mark after it.
    */
   async apply(
     operation: string,
@@ -351,7 +359,7 @@ export class Outbox {
     shard: number,
     view: OutboxView,
     { wantBucket, waited = true }: { wantBucket: boolean; waited?: boolean },
-  ): Promise<{ bucket: string[]; caughtUp: number }> {
+  ): Promise<{ bucket: string[]; caughtUp: number; mark: number }> {
     const app = appKeys(this.#options.prefix, appName);
     let current = view;
     for (let attempt = 1; ; attempt++) {
@@ -370,7 +378,12 @@ export class Outbox {
       if (!gap) {
         this.#learn(appName, shard, mark, true);
         const caughtUp = POSITION.test(String(marks[3])) ? Number(marks[3]) : -1;
-        return { bucket: Array.isArray(bucket) ? bucket : [], caughtUp };
+        return { bucket: Array.isArray(bucket) ? bucket : [], caughtUp, mark: Number(mark) };
+      }
+      if (attempt >= APPLY_ATTEMPTS) {
+        throw new UnreadableDataError(
+          `the app slot's mark of shard ${shard} (${mark}) stays below the shard's entries after ${attempt} repairs: the marks hash holds what the store cannot raise (changed outside it?)`,
+        );
       }
       // The app slot is behind the view: read the outbox again from its mark.
       const keys = shardKeys(this.#options.prefix, appName, shard, this.#options.shards);
@@ -505,14 +518,16 @@ export class Outbox {
       // drain's before it) catches lost ones up only to the keys last written before each was made
       // (see APPLY), and says how far the shard's entries were caught up: when that covers them,
       // laying them over this read's bucket could show a lost value over a newer one, so the read
-      // shows the bucket as the catch-up left it.
+      // shows the bucket as the catch-up left it, if no later entry of the shard (an append this
+      // read does not show) was applied since.
       let highest = -1;
       for (const [position] of view.entries) if (position > mark && position <= view.known) highest = position;
       const outcome = await this.apply(operation, call, appName, shard, view, {
         wantBucket: highest >= 0,
         waited: UNWAITED,
       }).catch(() => undefined);
-      if (highest >= 0 && outcome && outcome.caughtUp >= highest) {
+      const lastEntry = view.entries[view.entries.length - 1]?.[0];
+      if (highest >= 0 && outcome && outcome.caughtUp >= highest && outcome.mark === lastEntry) {
         return { result: shardRead.result, appState: outcome.bucket };
       }
     }

@@ -1104,14 +1104,15 @@ return outbox_view(KEYS.outbox, outbox_ack(KEYS.outbox, ARGV.ack, ARGV.keepUs), 
 `,
 );
 
-/** Raises a numeric hash field to `value` when it is lower, missing or not a number (a repair); returns the field's value after. */
+/** Raises a position field to `value` when it is lower, missing or not a position (a repair); returns the field's value after. */
 export const RAISE = define(
   'raise',
   ['hash'] as const,
   ['field', 'value'] as const,
-  `
+  `${MARK}
 local text = redis.call('HGET', KEYS.hash, ARGV.field)
-local current = tonumber(text)
+-- A value that is not a position as the scripts write it (changed outside the store) counts as none.
+local current = position_of(text)
 if current and current >= tonumber(ARGV.value) then return text end
 redis.call('HSET', KEYS.hash, ARGV.field, ARGV.value)
 return ARGV.value

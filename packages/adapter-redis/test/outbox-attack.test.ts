@@ -414,6 +414,32 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
     expect(warnings.filter((warning) => warning.appName === appName)).toEqual([]);
   });
 
+  // Was a hole: a shard's mark changed outside the store to 17 digits (not a position: none for
+  // the apply, a huge number for the repair, which then wrote nothing) held every app: write of the
+  // shard and every read with entries waiting in a loop of repairs until its deadline.
+  it('a mark of 17 digits is repaired: the writes and reads of its shard go on', async () => {
+    const appName = `app-${randomUUID()}`;
+    const key = { appName, userId: 'ada', sessionId: 'a' };
+    const writer = service({ outboxKeepMs: 100 });
+    const session = await writer.createSession(key);
+    const pause = () => new Promise((resolve) => setTimeout(resolve, 700));
+    await writer.appendEvent({ session, event: testEvent({ 'app:x': 1 }) });
+    await pause();
+    await writer.appendEvent({ session, event: testEvent({ 'app:x': 2 }) });
+    await pause();
+    // This write removes the applied entries (older than outboxKeepMs): the shard has a floor.
+    await writer.appendEvent({ session, event: testEvent({ own: 3 }) });
+    const marks = appKeys(keyPrefix, appName).marks;
+    const shard = String(shardOf('ada', SHARDS));
+    await client.hset(marks, shard, '99999999999999999');
+    const reader = service({ timeoutMs: 5_000 });
+    const read = (await reader.getSession(key)) as Session;
+    await reader.appendEvent({ session: read, event: testEvent({ 'app:x': 4 }) });
+    expect((await service().getSession(key))?.state).toEqual({ own: 3, 'app:x': 4 });
+    expect(await client.hget(marks, shard)).toMatch(/^\d{1,16}$/);
+    expect(warnings.filter((warning) => warning.appName === appName).length).toBeLessThan(10);
+  });
+
   // Was a hole in the fix above: a reader showed the bucket its apply left only when that apply
   // itself caught the lost entries up; when another reader or a drain had done it first, it laid
   // them over its own (older) bucket, the lost value over the newer one.
