@@ -12,12 +12,12 @@
  *   its own in the target is a conflict;
  * - a `user:` or `app:` key the target lacks is written; one the target holds
  *   with the same value is left alone; one the target holds with another
- *   value is a conflict of its scope (the user, or the app).
+ *   value is a conflict of that key, in its scope (the user, or the app).
  *
  * A conflict goes to the side that last wrote it: for a session, the later
- * `lastUpdateTime`; for a scope, the later of the last event on each side
- * that wrote a key of the scope (state given at a session's creation counts
- * as written at that session's start). A tie is left alone. The policy can
+ * `lastUpdateTime`; for a `user:` or `app:` key, the later of its last write
+ * on each side (the last event that wrote it, or the creation of a session
+ * whose state gave it its value: see {@link lastWriteOf}). A tie is left alone. The policy can
  * be `target` (leave every conflict alone) or `source` (the source always
  * wins, `--overwrite`). Keys that only the target holds are never removed.
  */
@@ -195,7 +195,7 @@ const same = (a: unknown, b: unknown) => isDeepStrictEqual(a, b);
 /**
  * What to do with a source session given what the target holds, before any
  * policy: only the session's own keys, its events and its lastUpdateTime
- * count (`user:` and `app:` keys are decided per scope).
+ * count (`user:` and `app:` keys are decided key by key, per scope).
  */
 export function decide(source: Session, target: Session | undefined): SessionDecision {
   if (!target) return 'copy';
@@ -237,45 +237,46 @@ function sourceWins(policy: ConflictPolicy, sourceTime: number, targetTime: numb
 }
 
 /**
- * When a side last wrote a scope: the latest event of `sessions` whose state
- * delta holds a key of the scope, or, when later, the creation of a session
- * whose state gave a key of the scope its value (see {@link ScopeClock});
- * `-Infinity` without sessions.
+ * When a side last wrote a `user:` or `app:` key (`user:plan`, say): the
+ * latest event of `sessions` whose state delta wrote it, or, where the
+ * key's value is not the one that event gave it, the creation of a session
+ * whose state gave it (see {@link ScopeClock}); `-Infinity` when neither.
  */
-export function lastWriteOf(sessions: readonly Session[], scope: 'user' | 'app'): number {
+export function lastWriteOf(sessions: readonly Session[], key: string): number {
+  const scope = scopeOf(key);
+  if (scope !== 'user' && scope !== 'app') throw new Error(`not a user: or app: key: ${key}`);
   const clock = new ScopeClock(scope);
   for (const session of sessions) clock.add(session);
-  return clock.lastWrite();
+  return clock.lastWrite(key);
 }
 
 /**
- * {@link lastWriteOf}, told one session at a time (so that none has to be kept).
+ * {@link lastWriteOf} for the keys of one scope, told one session at a time
+ * (so that none has to be kept).
  *
  * A store keeps no record of the state a session was created with, so that
- * write is found from what it left: a key of the scope whose value is not
- * the one the side's last event writing that key gave it (or that no event
- * wrote) got it from the state of a session created later. Its time is the
- * earliest start of a session after that event (or of any session): the
- * earliest it can have been, so that a side never wins on a guess.
+ * write is found from what it left: a key whose value is not the one the
+ * side's last event writing that key gave it (or that no event wrote) got
+ * it from the state of a session created later. Its time is the earliest
+ * start of a session after that event (or of any session): the earliest it
+ * can have been, so that a side never wins on a guess.
  */
 class ScopeClock {
-  #latest = Number.NEGATIVE_INFINITY;
   /** Per key of the scope: the time and value of the latest event that wrote it. */
   readonly #lastEvents = new Map<string, { time: number; value: unknown }>();
   /** The scope's values on this side, as the sessions read show them. */
-  #values: Record<string, unknown> = {};
+  readonly #values = new Map<string, unknown>();
   /** When each session began (its first event, or its lastUpdateTime without events). */
   readonly #starts: number[] = [];
   constructor(readonly scope: 'user' | 'app') {}
 
   add(session: Session): void {
     this.#starts.push(session.events[0]?.timestamp ?? session.lastUpdateTime);
-    Object.assign(this.#values, scopeState(session.state, this.scope));
+    for (const [key, value] of Object.entries(scopeState(session.state, this.scope))) this.#values.set(key, value);
     for (const event of session.events) {
       const delta = event.actions?.stateDelta ?? {};
       for (const key of Object.keys(delta)) {
         if (scopeOf(key) !== this.scope) continue;
-        this.#latest = Math.max(this.#latest, event.timestamp);
         const last = this.#lastEvents.get(key);
         if (!last || event.timestamp >= last.time)
           this.#lastEvents.set(key, { time: event.timestamp, value: delta[key] });
@@ -283,18 +284,15 @@ class ScopeClock {
     }
   }
 
-  lastWrite(): number {
-    let latest = this.#latest;
-    for (const [key, value] of Object.entries(this.#values)) {
-      const last = this.#lastEvents.get(key);
-      if (last && same(last.value, value)) continue;
-      // Given by a session's creation state, after the last event that wrote the key.
-      const after = last?.time ?? Number.NEGATIVE_INFINITY;
-      let created = Number.POSITIVE_INFINITY;
-      for (const start of this.#starts) if (start > after && start < created) created = start;
-      if (created !== Number.POSITIVE_INFINITY) latest = Math.max(latest, created);
-    }
-    return latest;
+  /** When this side last wrote `key` (a key of the scope, with its prefix). */
+  lastWrite(key: string): number {
+    const last = this.#lastEvents.get(key);
+    const written = last?.time ?? Number.NEGATIVE_INFINITY;
+    if (!this.#values.has(key) || (last && same(last.value, this.#values.get(key)))) return written;
+    // Given by a session's creation state, after the last event that wrote the key.
+    let created = Number.POSITIVE_INFINITY;
+    for (const start of this.#starts) if (start > written && start < created) created = start;
+    return created === Number.POSITIVE_INFINITY ? written : created;
   }
 }
 
@@ -762,9 +760,9 @@ async function scopeDecision(
     if (!(key in targetKeys)) write[key] = value;
     else if (!same(value, targetKeys[key])) conflicting.push(key);
   }
-  let keptInTarget: string[] = [];
+  const keptInTarget: string[] = [];
   if (conflicting.length > 0) {
-    let wins = policy === 'source';
+    let wins = (_key: string) => policy === 'source';
     if (policy === 'newer') {
       let sourceClock = new ScopeClock(scope);
       if (scope === 'app' && context.onlyUser !== undefined) {
@@ -788,14 +786,18 @@ async function scopeDecision(
       }
       try {
         const targetClock = await scopeClockOf(target, appName, scope === 'app' ? undefined : owner, scope);
-        wins = sourceWins(policy, sourceClock.lastWrite(), targetClock.lastWrite());
+        // Each key to the side that wrote it last: a later write of another key of the scope does
+        // not carry an older value of this one.
+        wins = (key) => sourceWins(policy, sourceClock.lastWrite(key), targetClock.lastWrite(key));
       } catch (error) {
         fail(first.head, new Error(`reading the target's sessions of ${label}: ${describe(error)}`, { cause: error }));
-        wins = false;
+        wins = () => false;
       }
     }
-    if (wins) for (const key of conflicting) write[key] = sourceKeys[key];
-    else keptInTarget = conflicting;
+    for (const key of conflicting) {
+      if (wins(key)) write[key] = sourceKeys[key];
+      else keptInTarget.push(key);
+    }
   }
   const written = Object.keys(write);
   if (written.length === 0 && keptInTarget.length === 0) return { write };

@@ -1,9 +1,8 @@
 /**
- * When a side last wrote a `user:` or `app:` scope (`lastWriteOf`), the
- * clock `migrate --on-conflict newer` decides a scope's conflicts by: the
- * latest event that wrote the scope, or a session's creation when the
- * scope's value on that side can only have come from the state a session
- * was created with.
+ * When a side last wrote a `user:` or `app:` key (`lastWriteOf`), the clock
+ * `migrate --on-conflict newer` decides each conflicting key by: the latest
+ * event that wrote the key, or a session's creation when the key's value on
+ * that side can only have come from the state a session was created with.
  */
 import { createEvent, type Event, type Session } from '@google/adk';
 import { describe, expect, it } from 'vitest';
@@ -24,29 +23,38 @@ function session(id: string, state: Record<string, unknown>, events: Event[], la
 }
 
 describe('lastWriteOf', () => {
-  it('is the latest event that wrote a key of the scope when the events explain every value', () => {
+  it('is the latest event that wrote the key when it explains the value', () => {
     const copied = session('c', { 'user:plan': 'free', 'user:visits': 2 }, [
       at(1_000, { 'user:plan': 'free' }),
       at(2_000, { 'user:visits': 2, n: 1 }),
       at(2_500, { n: 2 }),
     ]);
-    expect(lastWriteOf([copied], 'user')).toBe(2_000);
-    expect(lastWriteOf([copied], 'app')).toBe(Number.NEGATIVE_INFINITY);
+    expect(lastWriteOf([copied], 'user:plan')).toBe(1_000);
+    expect(lastWriteOf([copied], 'user:visits')).toBe(2_000);
+    expect(lastWriteOf([copied], 'app:none')).toBe(Number.NEGATIVE_INFINITY);
+    expect(() => lastWriteOf([copied], 'plan')).toThrow(/user: or app:/);
   });
 
-  // Was a hole: a session's creation state counted only where no event of the side wrote the
-  // scope, so a value given at creation after such an event lost to an older write of the
-  // other side, and migrate wrote the older value over it, exit 0.
-  it("counts a later session's creation when the scope's value is not what the last event wrote", () => {
+  // Was a hole: the scope's clock counted a session's creation state only where no event of
+  // the side wrote the scope, so a value given at creation after such an event lost to an older
+  // write of the other side, and migrate wrote the older value over it, exit 0.
+  it("counts a later session's creation when the key's value is not what the last event wrote", () => {
     const copied = session('c', { 'user:plan': 'pro' }, [at(1_000, { 'user:plan': 'free' })]);
     const created = session('n', { 'user:plan': 'pro' }, [], 3_000);
-    expect(lastWriteOf([copied, created], 'user')).toBe(3_000);
-    // The side whose last event (2,000) wrote only another key of the scope is older.
+    expect(lastWriteOf([copied, created], 'user:plan')).toBe(3_000);
+  });
+
+  // Was a hole: the decision was the scope's, so a later write of another key of the scope
+  // (user:visits at 2,000) carried an older value of this one (user:plan, written at 1,000)
+  // over a newer one of the other side (1,500).
+  it("is the key's own: a later write of another key of the scope does not count", () => {
     const source = session('c', { 'user:plan': 'free', 'user:visits': 2 }, [
       at(1_000, { 'user:plan': 'free' }),
       at(2_000, { 'user:visits': 2 }),
     ]);
-    expect(lastWriteOf([source], 'user')).toBe(2_000);
+    const target = session('t', { 'user:plan': 'pro' }, [at(1_500, { 'user:plan': 'pro' })]);
+    expect(lastWriteOf([source], 'user:plan')).toBe(1_000);
+    expect(lastWriteOf([target], 'user:plan')).toBe(1_500);
   });
 
   it('takes the earliest session that began after the last write of the key, never a later guess', () => {
@@ -54,12 +62,12 @@ describe('lastWriteOf', () => {
     const before = session('b', { 'user:plan': 'pro' }, [at(500, { n: 1 })]);
     const first = session('f', { 'user:plan': 'pro' }, [], 4_000);
     const later = session('l', { 'user:plan': 'pro' }, [at(9_000, { n: 1 })]);
-    expect(lastWriteOf([later, copied, before, first], 'user')).toBe(4_000);
+    expect(lastWriteOf([later, copied, before, first], 'user:plan')).toBe(4_000);
   });
 
   it('a value no event wrote counts from the earliest session, as state given at creation', () => {
     const one = session('a', { 'app:x': 1 }, [], 5_000);
     const two = session('b', { 'app:x': 1 }, [at(7_000, { n: 1 })]);
-    expect(lastWriteOf([two, one], 'app')).toBe(5_000);
+    expect(lastWriteOf([two, one], 'app:x')).toBe(5_000);
   });
 });
