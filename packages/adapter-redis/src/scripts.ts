@@ -133,14 +133,28 @@ end
 `;
 
 /**
+ * How far ahead of a server's clock a position may be (a year, in
+ * microseconds): far more than any skew between the clocks of a cluster's
+ * servers, and far less than what is left below 2^53.
+ */
+const FUTURE_US = 366 * 24 * 3600 * 1_000_000;
+
+/**
  * What these scripts take for a position or a mark written as text: whole
- * decimal digits below 2^53 (at most 16 of them). Anything else, changed
- * outside the store, counts as none: never compared, never passed on.
+ * decimal digits (at most 16 of them) no further ahead of this server's clock
+ * than {@link FUTURE_US}. Positions come from the servers' clocks, so one
+ * further ahead was written outside the store, and taken as a position it
+ * would push the shard's next positions past 16 digits. Anything else counts
+ * as none: never compared, never passed on. Needs {@link NOW} before it.
  */
 const MARK = `
+local horizon = nil
 local function position_of(text)
   if type(text) ~= 'string' or #text > 16 or not string.find(text, '^%d+$') then return nil end
-  return tonumber(text)
+  local value = tonumber(text)
+  if not horizon then horizon = now_us() + ${FUTURE_US} end
+  if value > horizon then return nil end
+  return value
 end
 `;
 
@@ -1034,7 +1048,10 @@ while at <= #ARGV do
   marks[#marks + 1] = gap
   -- For a reader (who asks for the bucket): how far this shard's entries were ever caught up.
   local caught_up = '-1'
-  if ARGV.wantBucket == '1' then caught_up = redis.call('HGET', KEYS.marks, caught_field) or '-1' end
+  if ARGV.wantBucket == '1' then
+    caught_up = redis.call('HGET', KEYS.marks, caught_field)
+    if not position_of(caught_up) then caught_up = '-1' end
+  end
   marks[#marks + 1] = caught_up
   at = at + 4 + 2 * count
 end
@@ -1109,7 +1126,7 @@ export const RAISE = define(
   'raise',
   ['hash'] as const,
   ['field', 'value'] as const,
-  `${MARK}
+  `${NOW}${MARK}
 local text = redis.call('HGET', KEYS.hash, ARGV.field)
 -- A value that is not a position as the scripts write it (changed outside the store) counts as none.
 local current = position_of(text)

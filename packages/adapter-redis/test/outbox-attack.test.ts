@@ -13,7 +13,7 @@ import type { Session } from '@google/adk';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { RedisSessionService, type RedisSessionServiceOptions, type RedisStoreWarning } from '../src/index.js';
-import { appKeys, shardKeys, shardOf } from '../src/keys.js';
+import { appKeys, FIELD, shardKeys, shardOf } from '../src/keys.js';
 import { APPEND, APPLY, CREATE, IMPORT, LAYOUT, LOAD, PEEK, RAISE, READ_APP } from '../src/scripts.js';
 import { gated, runs, serverMicros, untilServerTime, usersOfShard } from './attack/hooks.js';
 import {
@@ -416,8 +416,14 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
 
   // Was a hole: a shard's mark changed outside the store to 17 digits (not a position: none for
   // the apply, a huge number for the repair, which then wrote nothing) held every app: write of the
-  // shard and every read with entries waiting in a loop of repairs until its deadline.
-  it('a mark of 17 digits is repaired: the writes and reads of its shard go on', async () => {
+  // shard and every read with entries waiting in a loop of repairs until its deadline. And one of
+  // 16 digits far in the future (a position by its form) was taken: the repair raised the shard's
+  // last position to it, the next position had 17 digits, and every later app: write of the shard
+  // was dropped.
+  it.each([
+    ['17 digits', '99999999999999999'],
+    ['16 digits, centuries ahead', '9999999999999999'],
+  ])('a mark of %s is repaired: the writes and reads of its shard go on', async (_, damaged) => {
     const appName = `app-${randomUUID()}`;
     const key = { appName, userId: 'ada', sessionId: 'a' };
     const writer = service({ outboxKeepMs: 100 });
@@ -431,12 +437,18 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
     await writer.appendEvent({ session, event: testEvent({ own: 3 }) });
     const marks = appKeys(keyPrefix, appName).marks;
     const shard = String(shardOf('ada', SHARDS));
-    await client.hset(marks, shard, '99999999999999999');
+    await client.hset(marks, shard, damaged);
     const reader = service({ timeoutMs: 5_000 });
     const read = (await reader.getSession(key)) as Session;
     await reader.appendEvent({ session: read, event: testEvent({ 'app:x': 4 }) });
     expect((await service().getSession(key))?.state).toEqual({ own: 3, 'app:x': 4 });
-    expect(await client.hget(marks, shard)).toMatch(/^\d{1,16}$/);
+    await reader.appendEvent({ session: read, event: testEvent({ 'app:y': 5 }) });
+    expect(await service().getAppState({ appName })).toEqual({ x: 4, y: 5 });
+    const [seconds] = await client.time();
+    const sane = (text: string | null) =>
+      /^\d{1,16}$/.test(String(text)) && Number(text) < (Number(seconds) + 3600) * 1e6;
+    expect(sane(await client.hget(marks, shard))).toBe(true);
+    expect(sane(await client.hget(shardKeys(keyPrefix, appName, Number(shard), SHARDS).outbox, FIELD.last))).toBe(true);
     expect(warnings.filter((warning) => warning.appName === appName).length).toBeLessThan(10);
   });
 
