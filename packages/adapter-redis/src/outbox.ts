@@ -97,6 +97,11 @@ export interface RedisStoreWarning {
   appName: string;
   shard?: number;
   cause?: unknown;
+  /**
+   * How many warnings like this one (same code, app and shard) the store held
+   * back since it gave the last: it gives one at most every 10 seconds.
+   */
+  held?: number;
 }
 
 /** A shard's outbox as a reader or an applier sees it. */
@@ -452,7 +457,8 @@ export class Outbox {
    * only if the shard lost positions), and again after it when the shard's
    * floor is above the first mark (a slow read: entries were applied and
    * removed in between; the second mark can be below the floor only if the
-   * app slot lost marks). Only such proof leads to a repair.
+   * app slot lost marks). Only such proof leads to a repair. `round` counts
+   * the reads made again because a catch-up was done meanwhile (see the end).
    */
   async read<T>(
     operation: string,
@@ -460,6 +466,7 @@ export class Outbox {
     appName: string,
     keys: ShardKeys,
     load: (from: string) => Promise<ShardRead<T> | undefined>,
+    round = 1,
   ): Promise<{ result: T; appState: string[] } | undefined> {
     const { shard } = keys;
     // Both at once; the shard read starts from the mark this store last saw.
@@ -526,9 +533,13 @@ export class Outbox {
         wantBucket: highest >= 0,
         waited: UNWAITED,
       }).catch(() => undefined);
-      const lastEntry = view.entries[view.entries.length - 1]?.[0];
-      if (highest >= 0 && outcome && outcome.caughtUp >= highest && outcome.mark === lastEntry) {
-        return { result: shardRead.result, appState: outcome.bucket };
+      if (highest >= 0 && outcome && outcome.caughtUp >= highest) {
+        const lastEntry = view.entries[view.entries.length - 1]?.[0];
+        if (outcome.mark === lastEntry) return { result: shardRead.result, appState: outcome.bucket };
+        // A later entry of the shard was applied since this read's reads: its bucket is not of this
+        // read's moment, and this read's own bucket lacks what the catch-up kept. Read again (the
+        // catch-up is done: the next read's mark is above the entries it covered).
+        if (round < READ_ATTEMPTS) return this.read(operation, call, appName, keys, load, round + 1);
       }
     }
     return { result: shardRead.result, appState: layOver(app.bucket, mark, view) };

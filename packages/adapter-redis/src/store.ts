@@ -80,6 +80,7 @@ import {
   UNREADABLE_HEAD,
   UNREADABLE_LOG,
 } from './scripts.js';
+import { quietWarnings } from './warnings.js';
 
 const scripts: readonly Script[] = [
   CREATE,
@@ -223,13 +224,7 @@ export class RedisStore implements SessionStore {
       shards: this.#shards,
       drainMs: options.drainMs ?? DEFAULT_DRAIN_MS,
       keepUs: this.#keepUs,
-      warn: (warning) => {
-        try {
-          warn(warning);
-        } catch {
-          // A throwing callback must not break the call that noticed.
-        }
-      },
+      warn: quietWarnings(warn),
     });
   }
 

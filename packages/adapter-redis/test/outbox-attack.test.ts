@@ -467,6 +467,27 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
     expect(read.state).toEqual({ own: 1, 'app:x': 'B1', 'app:y': 'A1', 'app:z': 'B0' });
   });
 
+  // Was a hole: as above, and a later write of the shard applied between the reader's reads and
+  // its apply. The catch-up covered the reader's entries, but the bucket its apply returned holds
+  // the later write (an append the read does not show), so it laid the entries over its own older
+  // bucket, the lost value over the newer one. It now reads again.
+  it('after the app slot loses applies, a reader whose catch-up another did first, with a later write since, shows the newer value', async () => {
+    const appName = `app-${randomUUID()}`;
+    const { key } = await lostThenNewer(appName);
+    const hold = holdFirstApply();
+    const reading = service({ client: hold.client }).getSession(key);
+    await hold.reached;
+    const other = service();
+    const current = (await other.getSession(key)) as Session;
+    expect(current.state['app:x']).toBe('B1');
+    await other.appendEvent({ session: current, event: testEvent({ 'app:w': 'A2' }) });
+    hold.release();
+    const read = (await reading) as Session;
+    expect(read.state['app:x']).toBe('B1');
+    expect(read.state).toEqual({ own: 1, 'app:x': 'B1', 'app:y': 'A1', 'app:z': 'B0', 'app:w': 'A2' });
+    expect(read.events.length).toBe(current.events.length);
+  });
+
   // Was a hole in the first form of the fix above, which compared the positions of the entries:
   // a write made before the lost one (a lower position) whose second step reached the app slot
   // only after the failover is the newer value, and the catch-up landed the lost one over it.
