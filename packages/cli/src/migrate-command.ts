@@ -268,9 +268,10 @@ function formatReport(report: MigrateReport): string {
       );
     }
     if (scope.unwritten.length > 0) {
-      lines.push(
-        `  not written: ${scope.appName} ${scope.scope}: ${scope.unwritten.join(', ')} (no session of the ${scope.scope === 'app' ? 'app' : 'user'} ${report.dryRun ? 'would be' : 'was'} written to carry them; a run that writes one writes them)`,
-      );
+      const why = report.stopped
+        ? `the run stopped before a session ${report.dryRun ? 'would carry' : 'carried'} them; running it again writes them`
+        : `no session of the ${scope.scope === 'app' ? 'app' : 'user'} ${report.dryRun ? 'would be' : 'was'} written to carry them; a run that writes one writes them`;
+      lines.push(`  not written: ${scope.appName} ${scope.scope}: ${scope.unwritten.join(', ')} (${why})`);
     }
   }
   for (const failure of report.failed) {

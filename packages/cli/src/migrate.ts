@@ -7,9 +7,9 @@
  * user's `user:` state and each app's `app:` state is decided on its own:
  *
  * - a session missing from the target is copied; one the target holds with
- *   a prefix of the source's events and no later update (an earlier run) is
- *   replaced; one that is the same is left alone; one that took writes of
- *   its own in the target is a conflict;
+ *   fewer of the source's events and no write of its own (an earlier run:
+ *   see {@link decide}) is replaced; one that is the same is left alone; one
+ *   that took writes of its own in the target is a conflict;
  * - a `user:` or `app:` key the target lacks is written; one the target holds
  *   with the same value is left alone; one the target holds with another
  *   value is a conflict of that key, in its scope (the user, or the app).
@@ -17,7 +17,8 @@
  * A conflict goes to the side that last wrote it: for a session, the later
  * `lastUpdateTime`; for a `user:` or `app:` key, the later of its last write
  * on each side (the last event that wrote it, or the creation of a session
- * whose state gave it its value: see {@link lastWriteOf}). A tie is left alone. The policy can
+ * whose state gave it its value: see {@link lastWriteOf}). A tie is left alone, unless
+ * only one side's value is the one that write gave (see {@link KeyWrite}). The policy can
  * be `target` (leave every conflict alone) or `source` (the source always
  * wins, `--overwrite`). Keys that only the target holds are never removed.
  */
@@ -102,14 +103,20 @@ export interface ScopeOutcome {
   appName: string;
   /** `user:<id>` or `app`. */
   scope: string;
-  /** Keys written to the target (or that would be, in a dry run). */
+  /**
+   * Keys written to the target (or that would be, in a dry run), by a run that
+   * stopped too (those written before it stopped); with a source the app
+   * writes to during the run, also keys the source wrote since the scope was
+   * decided and carried since.
+   */
   written: string[];
   /** Keys whose target value was left alone (conflicts the target won). */
   keptInTarget: string[];
   /**
    * Keys to write that no import of the run carried: no session of the user
    * (or of the app) was written, nor could one found unchanged be replaced to
-   * carry them. A later run writes them once one can be.
+   * carry them; or the run stopped before one did. A later run writes them
+   * once one can be.
    */
   unwritten: string[];
 }
@@ -195,7 +202,10 @@ const same = (a: unknown, b: unknown) => isDeepStrictEqual(a, b);
 /**
  * What to do with a source session given what the target holds, before any
  * policy: only the session's own keys, its events and its lastUpdateTime
- * count (`user:` and `app:` keys are decided key by key, per scope).
+ * count (`user:` and `app:` keys are decided key by key, per scope). The
+ * target's session is behind (`update`) when its events are a prefix of the
+ * source's and its lastUpdateTime is not later, or, whatever the times, when
+ * its log is an earlier state of the source's (see {@link behindSource}).
  */
 export function decide(source: Session, target: Session | undefined): SessionDecision {
   if (!target) return 'copy';
@@ -204,7 +214,46 @@ export function decide(source: Session, target: Session | undefined): SessionDec
   const targetEvents = eventData(target.events);
   const prefix =
     targetEvents.length <= sourceEvents.length && targetEvents.every((event, n) => same(event, sourceEvents[n]));
-  return prefix && target.lastUpdateTime <= source.lastUpdateTime ? 'update' : 'conflict';
+  if (prefix && target.lastUpdateTime <= source.lastUpdateTime) return 'update';
+  return behindSource(source, sourceEvents, target, targetEvents) ? 'update' : 'conflict';
+}
+
+/**
+ * Whether the target's session is an earlier state of the source's, by their
+ * logs rather than their times: the target holds events, every one of them
+ * one of the source's, in the source's order (a prefix on an adk-state source; on ADK's
+ * SQL service, which reads events in timestamp order, an event a slower clock
+ * stamped lands amid them), the source holds events the target lacks, and
+ * every session key on which the two differ is one those events write. Then
+ * the target took no write of its own, whatever the times say: an event
+ * appended with an older timestamp (a second server with a slower clock)
+ * moves the source's lastUpdateTime back, before the target's copy.
+ */
+function behindSource(
+  source: Session,
+  sourceEvents: readonly unknown[],
+  target: Session,
+  targetEvents: readonly unknown[],
+): boolean {
+  // Without an event, nothing in the target's copy says it came from the source: the times decide.
+  if (targetEvents.length === 0 || targetEvents.length >= sourceEvents.length) return false;
+  const stored = source.events.filter((event) => event.partial !== true);
+  const lacked: Event[] = [];
+  let at = 0;
+  for (const event of targetEvents) {
+    while (at < sourceEvents.length && !same(sourceEvents[at], event)) lacked.push(stored[at++] as Event);
+    if (at === sourceEvents.length) return false;
+    at++;
+  }
+  while (at < stored.length) lacked.push(stored[at++] as Event);
+  const written = new Set(lacked.flatMap((event) => Object.keys(event.actions?.stateDelta ?? {})));
+  const a = scopeState(source.state, 'session');
+  const b = scopeState(target.state, 'session');
+  for (const key of new Set([...Object.keys(a), ...Object.keys(b)])) {
+    if (!Object.hasOwn(a, key)) return false;
+    if (!(Object.hasOwn(b, key) && same(a[key], b[key])) && !written.has(key)) return false;
+  }
+  return true;
 }
 
 /** Whether two reads of a session hold the same data: its own keys, its events and its lastUpdateTime. */
@@ -229,11 +278,30 @@ async function assertTargetAsRead(target: BaseSessionService, read: Session): Pr
   );
 }
 
-/** Whether the source wins a conflict whose sides last wrote at these times. */
-function sourceWins(policy: ConflictPolicy, sourceTime: number, targetTime: number): boolean {
+/** When a side last wrote a `user:` or `app:` key, as {@link ScopeClock} reads it. */
+export interface KeyWrite {
+  /** The time of the write (see {@link lastWriteOf}). */
+  time: number;
+  /**
+   * True when the side's value is not the one that write gave and nothing
+   * later explains it (no session began after it): the value was written
+   * before `time`, or outside the log (a copy an earlier run carried while
+   * the source was still being written to), never after it.
+   */
+  before: boolean;
+}
+
+/**
+ * Whether the source wins a conflict whose sides last wrote so. Under
+ * `newer`, the later time wins; at the same time (both sides hold the event
+ * that last wrote the key, an earlier run copied it), a side whose value is
+ * that event's wins over one whose value the event contradicts.
+ */
+function sourceWins(policy: ConflictPolicy, source: KeyWrite, target: KeyWrite): boolean {
   if (policy === 'source') return true;
   if (policy === 'target') return false;
-  return sourceTime > targetTime;
+  if (source.time !== target.time) return source.time > target.time;
+  return !source.before && target.before;
 }
 
 /**
@@ -241,8 +309,16 @@ function sourceWins(policy: ConflictPolicy, sourceTime: number, targetTime: numb
  * latest event of `sessions` whose state delta wrote it, or, where the
  * key's value is not the one that event gave it, the creation of a session
  * whose state gave it (see {@link ScopeClock}); `-Infinity` when neither.
+ * An event's time is read on its session's log: an event appended after
+ * one with a later timestamp (a server with a slower clock) counts as of
+ * that later one, as its write stands over it.
  */
 export function lastWriteOf(sessions: readonly Session[], key: string): number {
+  return keyWriteOf(sessions, key).time;
+}
+
+/** {@link lastWriteOf}, and whether the side's value is older than that write (see {@link KeyWrite}). */
+export function keyWriteOf(sessions: readonly Session[], key: string): KeyWrite {
   const scope = scopeOf(key);
   if (scope !== 'user' && scope !== 'app') throw new Error(`not a user: or app: key: ${key}`);
   const clock = new ScopeClock(scope);
@@ -259,7 +335,8 @@ export function lastWriteOf(sessions: readonly Session[], key: string): number {
  * side's last event writing that key gave it (or that no event wrote) got
  * it from the state of a session created later. Its time is the earliest
  * start of a session after that event (or of any session): the earliest it
- * can have been, so that a side never wins on a guess.
+ * can have been, so that a side never wins on a guess. With no such
+ * session, the value is older than that event (see {@link KeyWrite.before}).
  */
 class ScopeClock {
   /** Per key of the scope: the time and value of the latest event that wrote it. */
@@ -273,26 +350,31 @@ class ScopeClock {
   add(session: Session): void {
     this.#starts.push(session.events[0]?.timestamp ?? session.lastUpdateTime);
     for (const [key, value] of Object.entries(scopeState(session.state, this.scope))) this.#values.set(key, value);
+    // The log's clock: an event counts as of the latest timestamp up to it in its session's log.
+    let clock = Number.NEGATIVE_INFINITY;
     for (const event of session.events) {
+      clock = Math.max(clock, event.timestamp);
       const delta = event.actions?.stateDelta ?? {};
       for (const key of Object.keys(delta)) {
         if (scopeOf(key) !== this.scope) continue;
         const last = this.#lastEvents.get(key);
-        if (!last || event.timestamp >= last.time)
-          this.#lastEvents.set(key, { time: event.timestamp, value: delta[key] });
+        if (!last || clock >= last.time) this.#lastEvents.set(key, { time: clock, value: delta[key] });
       }
     }
   }
 
   /** When this side last wrote `key` (a key of the scope, with its prefix). */
-  lastWrite(key: string): number {
+  lastWrite(key: string): KeyWrite {
     const last = this.#lastEvents.get(key);
     const written = last?.time ?? Number.NEGATIVE_INFINITY;
-    if (!this.#values.has(key) || (last && same(last.value, this.#values.get(key)))) return written;
+    if (!this.#values.has(key) || (last && same(last.value, this.#values.get(key)))) {
+      return { time: written, before: false };
+    }
     // Given by a session's creation state, after the last event that wrote the key.
     let created = Number.POSITIVE_INFINITY;
     for (const start of this.#starts) if (start > written && start < created) created = start;
-    return created === Number.POSITIVE_INFINITY ? written : created;
+    if (created !== Number.POSITIVE_INFINITY) return { time: created, before: false };
+    return { time: written, before: last !== undefined };
   }
 }
 
@@ -530,6 +612,9 @@ export async function copyAll(
   const unlisted = new Set(report.unlisted);
   const copied: { session: Session; kept: Set<string> }[] = [];
   let failuresInARow = 0;
+  // The scopes the run is at, reported when it stops there.
+  let appScope: ScopeWrites | undefined;
+  let userScope: ScopeWrites | undefined;
 
   const checkSignal = () => {
     if (options.signal?.aborted) throw new Stopped({ reason: 'interrupted', message: 'interrupted' });
@@ -579,26 +664,32 @@ export async function copyAll(
       };
       const scopes = { source, target, policy, onlyUser: userId, load, fail };
 
-      /** Writes `item` (loaded) with the shared keys to carry, as the run's policy decided. */
-      const write = async (item: Item, shared: Record<string, unknown>): Promise<void> => {
+      /**
+       * Writes `item` (loaded) with the shared keys to carry (see {@link ScopeWrites}): the scopes'
+       * keys the run decided to write that no import carried yet, and any the source wrote since
+       * the run decided them, as this read of the session shows them.
+       */
+      const write = async (item: Item, open: readonly ScopeWrites[]): Promise<void> => {
         const full = item.full as Session;
+        const shared = Object.assign({}, ...open.map((scope) => scope.toWrite(full))) as Record<string, unknown>;
         const state = { ...scopeState(full.state, 'session'), ...shared };
         if (!options.dryRun) {
           if (item.decision === 'update' && item.existing) await assertTargetAsRead(target, item.existing);
           const outcome = await target.importSession({ ...full, state }, { replace: item.decision === 'update' });
           if (outcome === 'exists') throw new Error('another writer created it in the target during the run');
         }
+        for (const scope of open) scope.carried(shared);
         report.events += full.events.length;
         progress.events += full.events.length;
       };
       /**
        * Shared keys that no import of a group carried: one session of the
        * group the run found unchanged, read again, is replaced as it is with
-       * them. Returns what is still not written. The sessions were counted
-       * already: a read or a write that fails here is not a failure of theirs
-       * (the keys say they were not written); it ends the attempt.
+       * them. The sessions were counted already: a read or a write that fails
+       * here is not a failure of theirs (the keys say they were not written);
+       * it ends the attempt.
        */
-      const carry = async (group: Item[], shared: Record<string, unknown>): Promise<Record<string, unknown>> => {
+      const carry = async (group: Item[], open: readonly ScopeWrites[]): Promise<void> => {
         for (const item of group) {
           if (item.decision !== 'unchanged' || item.failed) continue;
           checkSignal();
@@ -609,24 +700,23 @@ export async function copyAll(
             // Changed on either side since it was found unchanged: another one carries them.
             if (!full || !existing || decide(full, existing) !== 'unchanged') continue;
             Object.assign(item, { full, existing, decision: 'update' });
-            await write(item, shared);
+            await write(item, open);
             report.decisions.unchanged--;
             report.decisions.update++;
             if (unlisted.has(name(full))) report.unlistedDecisions[name(full)] = 'update';
-            return {};
+            return;
           } catch (error) {
             if (isFatal(error)) throw new Stopped({ reason: 'store', message: describe(error) });
-            return shared;
+            return;
           } finally {
             release(item);
           }
         }
-        return shared;
       };
 
       // The app scope first: its keys ride on the first session the run writes.
-      const app = await scopeDecision(appName, 'app', items, undefined, scopes);
-      let pendingApp = app.write;
+      const app = new ScopeWrites(await scopeDecision(appName, 'app', items, undefined, scopes));
+      appScope = app;
 
       // One user's sessions at a time, each read when its turn comes and let go once handled.
       let index = 0;
@@ -634,10 +724,10 @@ export async function copyAll(
         const owner = (items[index] as Item).head.userId;
         const group: Item[] = [];
         while (index < items.length && (items[index] as Item).head.userId === owner) group.push(items[index++] as Item);
-        const user = await scopeDecision(appName, 'user', group, owner, scopes);
-        const kept = new Set([...(app.outcome?.keptInTarget ?? []), ...(user.outcome?.keptInTarget ?? [])]);
-        // Shared keys to write ride on the first session the group imports.
-        let pending = { ...user.write, ...pendingApp };
+        const user = new ScopeWrites(await scopeDecision(appName, 'user', group, owner, scopes));
+        userScope = user;
+        const open = [user, app];
+        const kept = new Set([...app.keptInTarget, ...user.keptInTarget]);
         for (const item of group) {
           checkSignal();
           if (!(await load(item))) {
@@ -649,16 +739,13 @@ export async function copyAll(
           if (
             item.decision === 'conflict' &&
             item.existing &&
-            sourceWins(policy, full.lastUpdateTime, item.existing.lastUpdateTime)
+            sourceWins(policy, writtenAt(full.lastUpdateTime), writtenAt(item.existing.lastUpdateTime))
           ) {
             item.decision = 'update';
           }
           const decision = item.decision as SessionDecision;
           try {
-            if (decision === 'copy' || decision === 'update') {
-              await write(item, pending);
-              pending = {};
-            }
+            if (decision === 'copy' || decision === 'update') await write(item, open);
             report.decisions[decision]++;
             if (unlisted.has(name(full))) report.unlistedDecisions[name(full)] = decision;
             if (decision === 'conflict') report.conflicts.push(name(full));
@@ -673,23 +760,19 @@ export async function copyAll(
           }
           advance();
         }
-        if (Object.keys(pending).length > 0) pending = await carry(group, pending);
+        if (user.unwritten().length > 0 || app.unwritten().length > 0) await carry(group, open);
         // What no import carried is not written: user keys are reported so, app keys wait for the next user.
-        if (user.outcome) {
-          user.outcome.unwritten = user.outcome.written.filter((key) => key in pending);
-          user.outcome.written = user.outcome.written.filter((key) => !(key in pending));
-          report.scopes.push(user.outcome);
-        }
-        pendingApp = Object.fromEntries(Object.entries(pending).filter(([key]) => scopeOf(key) === 'app'));
+        userScope = undefined;
+        user.report(report);
       }
-      if (app.outcome) {
-        app.outcome.unwritten = app.outcome.written.filter((key) => key in pendingApp);
-        app.outcome.written = app.outcome.written.filter((key) => !(key in pendingApp));
-        report.scopes.push(app.outcome);
-      }
+      appScope = undefined;
+      app.report(report);
     }
   } catch (error) {
     if (!(error instanceof Stopped)) throw error;
+    // What the scopes it was at got written before the stop is reported, as is what was not.
+    userScope?.report(report);
+    appScope?.report(report);
     report.stopped = error.stop;
     report.verified = false;
   }
@@ -703,10 +786,90 @@ export async function copyAll(
   return report;
 }
 
-/** The keys of a scope to write with the next import, and what the report says of the scope. */
+/** What a run decided for one scope (the app's, or one user's). */
 interface ScopeDecision {
+  appName: string;
+  /** `user:<id>` or `app`. */
+  label: string;
+  /** Keys to write, with the source's values as the decision read them. */
   write: Record<string, unknown>;
-  outcome?: ScopeOutcome;
+  /** Keys whose target value the decision left alone. */
+  keptInTarget: string[];
+  /** Each side's keys of the scope when it was decided; absent when that could not be read (nothing is written then). */
+  seen?: { source: Record<string, unknown>; target: Record<string, unknown> };
+}
+
+/** A time that some write was at: of a session's lastUpdateTime, say. */
+const writtenAt = (time: number): KeyWrite => ({ time, before: false });
+
+/**
+ * The keys of one scope that a run writes, riding on the sessions it imports,
+ * and what the report says of them: the keys decided to write ride on the
+ * next import; after that, an import carries a key again only when the
+ * session it imports, as just read, shows the source wrote another value
+ * since (the app still writing to the source); and a key the two sides held
+ * with the same value when the scope was decided, or that neither held, is
+ * carried when the source writes it during the run. Else a session imported
+ * with the event that wrote a newer value would go into the target beside
+ * the older value an earlier import carried, and each later run would find
+ * the two sides' last writes of the key at that same event.
+ */
+class ScopeWrites {
+  /** Keys carried by an import, and the last value carried. */
+  readonly #carried = new Map<string, unknown>();
+  readonly #keep: ReadonlySet<string>;
+  constructor(readonly decision: ScopeDecision) {
+    this.#keep = new Set(decision.keptInTarget);
+  }
+
+  get keptInTarget(): readonly string[] {
+    return this.decision.keptInTarget;
+  }
+
+  /** The keys of the scope to write with an import of `session` (read from the source just now). */
+  toWrite(session: Session): Record<string, unknown> {
+    const { seen, write, label } = this.decision;
+    if (!seen) return {};
+    const now = scopeState(session.state, label === 'app' ? 'app' : 'user');
+    const result: Record<string, unknown> = {};
+    for (const key of new Set([...Object.keys(write), ...Object.keys(now)])) {
+      if (this.#keep.has(key)) continue;
+      const value = Object.hasOwn(now, key) ? now[key] : write[key];
+      let carry: boolean;
+      if (this.#carried.has(key)) carry = !same(this.#carried.get(key), value);
+      else if (Object.hasOwn(write, key)) carry = true;
+      else if (Object.hasOwn(seen.target, key)) {
+        // Equal on both sides when decided (else the decision named it), and written in the source since.
+        carry =
+          Object.hasOwn(seen.source, key) && same(seen.source[key], seen.target[key]) && !same(value, seen.target[key]);
+      } else carry = true;
+      if (carry) result[key] = value;
+    }
+    return result;
+  }
+
+  /** Records what an import carried (of every scope: the keys of others are passed over). */
+  carried(shared: Record<string, unknown>): void {
+    const prefix = this.decision.label === 'app' ? 'app:' : 'user:';
+    for (const [key, value] of Object.entries(shared)) if (key.startsWith(prefix)) this.#carried.set(key, value);
+  }
+
+  /** Keys decided to write that no import carried yet. */
+  unwritten(): string[] {
+    return Object.keys(this.decision.write).filter((key) => !this.#carried.has(key));
+  }
+
+  /** Adds what became of the scope to `report` (nothing when no key was written, to write or left alone); once. */
+  #reported = false;
+  report(report: MigrateReport): void {
+    if (this.#reported) return;
+    this.#reported = true;
+    const written = [...this.#carried.keys()];
+    const unwritten = this.unwritten();
+    const { appName, label: scope, keptInTarget } = this.decision;
+    if (written.length === 0 && unwritten.length === 0 && keptInTarget.length === 0) return;
+    report.scopes.push({ appName, scope, written, keptInTarget: [...keptInTarget], unwritten });
+  }
 }
 
 interface ScopeContext {
@@ -739,10 +902,11 @@ async function scopeDecision(
       break;
     }
   }
-  if (!first?.full) return { write: {} };
+  const label = scope === 'app' ? 'app' : `user:${owner}`;
+  const nothing: ScopeDecision = { appName, label, write: {}, keptInTarget: [] };
+  if (!first?.full) return nothing;
   const sourceKeys = scopeState(first.full.state, scope);
   let targetKeys: Record<string, unknown> = {};
-  const label = scope === 'app' ? 'app' : `user:${owner}`;
   try {
     const bucket =
       scope === 'app'
@@ -752,7 +916,7 @@ async function scopeDecision(
     targetKeys = JSON.parse(JSON.stringify(targetKeys)) as Record<string, unknown>;
   } catch (error) {
     fail(first.head, new Error(`reading the target's ${label} state: ${describe(error)}`, { cause: error }));
-    return { write: {} };
+    return nothing;
   }
   const write: Record<string, unknown> = {};
   const conflicting: string[] = [];
@@ -774,7 +938,7 @@ async function scopeDecision(
             first.head,
             new Error(`reading the source's sessions of ${label}: ${describe(error)}`, { cause: error }),
           );
-          return { write: {} };
+          return nothing;
         }
       } else {
         for (const item of items) {
@@ -799,9 +963,7 @@ async function scopeDecision(
       else keptInTarget.push(key);
     }
   }
-  const written = Object.keys(write);
-  if (written.length === 0 && keptInTarget.length === 0) return { write };
-  return { write, outcome: { appName, scope: label, written, keptInTarget, unwritten: [] } };
+  return { appName, label, write, keptInTarget, seen: { source: sourceKeys, target: targetKeys } };
 }
 
 /** The {@link ScopeClock} of an app's sessions (or one user's) in a store, read one session at a time. */

@@ -1,0 +1,345 @@
+/**
+ * `migrate` from a source that is still being written to, decided by logs
+ * rather than by clocks: an event a slower server stamped earlier, a `user:`
+ * value the app changes between two reads of the run, an earlier run's stale
+ * copy of a value, and a run that stops half-way, each on in-process memory
+ * stores (deterministic: every write between two reads is made by a wrapped
+ * read, not by timing).
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { MemorySessionService } from '@adk-state/adapter-memory';
+import { createEvent, DatabaseSessionService, type Event, type Session } from '@google/adk';
+import { describe, expect, it } from 'vitest';
+import { changesOf, conflictsLeft, copyAll, type MigrateReport } from '../src/migrate.js';
+
+const T0 = 1_700_000_000_000;
+
+const at = (id: string, timestamp: number, stateDelta: Record<string, unknown>): Event =>
+  createEvent({ id, invocationId: id, author: 'agent', timestamp, actions: { stateDelta } as never });
+
+/** A session stored as given (its events, state and lastUpdateTime exactly). */
+async function put(
+  service: MemorySessionService,
+  userId: string,
+  id: string,
+  state: Record<string, unknown>,
+  events: Event[],
+): Promise<void> {
+  const lastUpdateTime = events[events.length - 1]?.timestamp ?? T0;
+  await service.importSession({ appName: 'shop', userId, id, state, events, lastUpdateTime });
+}
+
+/** Appends `event` to a stored session, as an app would. */
+async function append(service: MemorySessionService, userId: string, sessionId: string, event: Event): Promise<void> {
+  const session = (await service.getSession({ appName: 'shop', userId, sessionId })) as Session;
+  await service.appendEvent({ session, event });
+}
+
+const read = (service: MemorySessionService, userId: string, sessionId: string) =>
+  service.getSession({ appName: 'shop', userId, sessionId }) as Promise<Session>;
+
+/** `service`, whose getSession runs `before` first (once per call), for writes between two reads of a run. */
+function beforeReads(
+  service: MemorySessionService,
+  before: (request: { userId: string; sessionId: string }) => Promise<void>,
+): MemorySessionService {
+  return new Proxy(service, {
+    get(target, property) {
+      if (property === 'getSession') {
+        return async (request: { appName: string; userId: string; sessionId: string }) => {
+          await before(request);
+          return target.getSession(request);
+        };
+      }
+      const value = Reflect.get(target, property);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+}
+
+/** A source that reads a session's events in timestamp order, as ADK's SQL service does. */
+function inTimestampOrder(service: MemorySessionService): MemorySessionService {
+  return new Proxy(service, {
+    get(target, property) {
+      if (property === 'getSession') {
+        return async (request: { appName: string; userId: string; sessionId: string }) => {
+          const session = await target.getSession(request);
+          session?.events.sort((a, b) => a.timestamp - b.timestamp);
+          return session;
+        };
+      }
+      const value = Reflect.get(target, property);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+}
+
+/** What a run that found nothing to do reports, of what {@link settled} looks at. */
+const NOTHING = { changes: 0, conflicts: 0, failed: [], stopped: undefined };
+
+const settled = (report: MigrateReport) => ({
+  changes: changesOf(report),
+  conflicts: conflictsLeft(report),
+  failed: report.failed,
+  stopped: report.stopped,
+});
+
+describe('migrate: an event stamped by a slower clock (D3)', () => {
+  // Was a defect: the slow event moved the source's lastUpdateTime back before the target's
+  // copy, so the re-run took the copy for writes of the target's own, kept it and exited 3.
+  it('copies the events the target lacks although the source now reads as updated earlier', async () => {
+    const source = new MemorySessionService();
+    const target = new MemorySessionService();
+    await put(source, 'ada', 's1', { n: 2 }, [at('e1', T0 + 1_000, { n: 1 }), at('e2', T0 + 2_000, { n: 2 })]);
+    expect((await copyAll(source, target, { apps: ['shop'] })).decisions.copy).toBe(1);
+    await append(source, 'ada', 's1', at('e3', T0 + 1_500, { n: 3 }));
+    expect((await read(source, 'ada', 's1')).lastUpdateTime).toBe(T0 + 1_500);
+
+    const again = await copyAll(source, target, { apps: ['shop'], verify: true });
+    expect(again.decisions).toEqual({ copy: 0, unchanged: 0, update: 1, conflict: 0 });
+    expect(again.conflicts).toEqual([]);
+    expect(again.differences).toEqual([]);
+    const copy = await read(target, 'ada', 's1');
+    expect(copy.events.map((event) => event.id)).toEqual(['e1', 'e2', 'e3']);
+    expect(copy.state).toEqual({ n: 3 });
+    expect(copy.lastUpdateTime).toBe(T0 + 1_500);
+    expect(settled(await copyAll(source, target, { apps: ['shop'] }))).toEqual(NOTHING);
+  });
+
+  it('copies them from a source that reads events in timestamp order (the late event lands amid the copied ones)', async () => {
+    const stored = new MemorySessionService();
+    const source = inTimestampOrder(stored);
+    const target = new MemorySessionService();
+    await put(stored, 'ada', 's1', { n: 2 }, [at('e1', T0 + 1_000, { n: 1 }), at('e2', T0 + 2_000, { n: 2 })]);
+    await copyAll(source, target, { apps: ['shop'] });
+    await append(stored, 'ada', 's1', at('e3', T0 + 1_500, { m: 1 }));
+
+    const again = await copyAll(source, target, { apps: ['shop'] });
+    expect(again.decisions.update).toBe(1);
+    expect(again.conflicts).toEqual([]);
+    expect((await read(target, 'ada', 's1')).events.map((event) => event.id)).toEqual(['e1', 'e3', 'e2']);
+    expect(settled(await copyAll(source, target, { apps: ['shop'] }))).toEqual(NOTHING);
+  });
+
+  it("copies them from @google/adk's DatabaseSessionService on SQLite, which a second server wrote to with a slower clock", async () => {
+    const scratch = await mkdtemp(join(tmpdir(), 'adk-state-slow-clock-'));
+    const adk = new DatabaseSessionService(`sqlite://${join(scratch, 'adk.db')}`);
+    const target = new MemorySessionService();
+    try {
+      const created = await adk.createSession({ appName: 'shop', userId: 'ada', sessionId: 's1' });
+      const start = created.lastUpdateTime;
+      let session = created;
+      for (const event of [at('e1', start + 1_000, { n: 1 }), at('e2', start + 2_000, { n: 2 })]) {
+        await adk.appendEvent({ session, event });
+      }
+      expect((await copyAll(adk, target, { apps: ['shop'] })).decisions.copy).toBe(1);
+      // The second server's session object, read before; its clock is half a second behind.
+      session = (await adk.getSession({ appName: 'shop', userId: 'ada', sessionId: 's1' })) as Session;
+      await adk.appendEvent({ session, event: at('e3', start + 1_500, { n: 3 }) });
+
+      const again = await copyAll(adk, target, { apps: ['shop'], verify: true });
+      expect(again.decisions).toEqual({ copy: 0, unchanged: 0, update: 1, conflict: 0 });
+      expect(again.differences).toEqual([]);
+      const copy = await read(target, 'ada', 's1');
+      expect(copy.events.map((event) => event.id)).toEqual(['e1', 'e3', 'e2']);
+      expect(copy.state).toEqual({ n: 3 });
+      expect(settled(await copyAll(adk, target, { apps: ['shop'] }))).toEqual(NOTHING);
+    } finally {
+      await (adk as unknown as { orm?: { close(): Promise<void> } }).orm?.close();
+      await rm(scratch, { recursive: true, force: true });
+    }
+  });
+
+  it('leaves a copy without events to the times: nothing in it says it came from the source', async () => {
+    const source = new MemorySessionService();
+    const target = new MemorySessionService();
+    await put(source, 'ada', 's1', {}, [at('e1', T0 + 1_000, { n: 1 })]);
+    // Made in the target (an app that went on there), later than the source's event.
+    await target.importSession({
+      appName: 'shop',
+      userId: 'ada',
+      id: 's1',
+      state: {},
+      events: [],
+      lastUpdateTime: T0 + 2_000,
+    });
+    const report = await copyAll(source, target, { apps: ['shop'] });
+    expect(report.conflicts).toEqual(['shop/ada/s1']);
+    expect((await read(target, 'ada', 's1')).events).toEqual([]);
+  });
+
+  it('still leaves alone a copy that took an event of its own in the target', async () => {
+    const source = new MemorySessionService();
+    const target = new MemorySessionService();
+    await put(source, 'ada', 's1', { n: 2 }, [at('e1', T0 + 1_000, { n: 1 }), at('e2', T0 + 2_000, { n: 2 })]);
+    await copyAll(source, target, { apps: ['shop'] });
+    await append(source, 'ada', 's1', at('e3', T0 + 1_500, { n: 3 }));
+    await append(target, 'ada', 's1', at('mine', T0 + 2_500, { n: 9 }));
+
+    const again = await copyAll(source, target, { apps: ['shop'] });
+    expect(again.conflicts).toEqual(['shop/ada/s1']);
+    expect((await read(target, 'ada', 's1')).events.map((event) => event.id)).toEqual(['e1', 'e2', 'mine']);
+  });
+
+  it('still leaves alone a copy whose own state differs where no event it lacks writes', async () => {
+    const source = new MemorySessionService();
+    const target = new MemorySessionService();
+    const events = [at('e1', T0 + 1_000, { n: 1 }), at('e2', T0 + 2_000, { n: 2 })];
+    await put(source, 'ada', 's1', { n: 2, topic: 'a' }, events);
+    // Another tool's copy: the same events, another value of a key no later event writes.
+    await put(target, 'ada', 's1', { n: 2, topic: 'b' }, events);
+    await append(source, 'ada', 's1', at('e3', T0 + 1_500, { n: 3 }));
+
+    const again = await copyAll(source, target, { apps: ['shop'] });
+    expect(again.conflicts).toEqual(['shop/ada/s1']);
+    expect((await read(target, 'ada', 's1')).state).toEqual({ n: 2, topic: 'b' });
+  });
+
+  // Was a hole beside it: the user: key's last write was read by timestamp alone, so the slow
+  // event's write (the value that stands) counted as older than the copied one, a tie, kept.
+  it("gives a user: key the slow event wrote to the source: its write stands over the log's earlier events", async () => {
+    const source = new MemorySessionService();
+    const target = new MemorySessionService();
+    await put(source, 'ada', 's1', { 'user:plan': 'free' }, [
+      at('e1', T0 + 1_000, { 'user:plan': 'free' }),
+      at('e2', T0 + 2_000, { n: 1 }),
+    ]);
+    await copyAll(source, target, { apps: ['shop'] });
+    await append(source, 'ada', 's1', at('e3', T0 + 500, { 'user:plan': 'pro' }));
+
+    const again = await copyAll(source, target, { apps: ['shop'] });
+    expect(conflictsLeft(again)).toBe(0);
+    expect(await target.getUserState({ appName: 'shop', userId: 'ada' })).toEqual({ plan: 'pro' });
+  });
+});
+
+describe('migrate: user: state written to the source during the run (D5)', () => {
+  /** ada's sessions a (whose event wrote user:plan) and b. */
+  async function twoSessions(source: MemorySessionService): Promise<void> {
+    await put(source, 'ada', 'a', { 'user:plan': 'free' }, [at('a1', T0 + 1_000, { 'user:plan': 'free' })]);
+    await put(source, 'ada', 'b', { 'user:plan': 'free', n: 1 }, [at('b1', T0 + 1_100, { n: 1 })]);
+  }
+  /** The app writes user:plan 'pro' in session b just before the run's first read of b. */
+  function proBeforeReadingB(source: MemorySessionService): MemorySessionService {
+    let done = false;
+    return beforeReads(source, async ({ sessionId }) => {
+      if (sessionId !== 'b' || done) return;
+      done = true;
+      await append(source, 'ada', 'b', at('b2', T0 + 3_000, { 'user:plan': 'pro' }));
+    });
+  }
+
+  // Was a defect: the run carried the value it read with session a, then copied b with the event
+  // that wrote the newer value; every later run found both sides' last write at that event: a
+  // tie, the stale value kept, exit 3, for good.
+  it('a value written between the reads of two sessions of the user reaches the target, and a re-run finds nothing', async () => {
+    const source = new MemorySessionService();
+    const target = new MemorySessionService();
+    await twoSessions(source);
+    const report = await copyAll(proBeforeReadingB(source), target, { apps: ['shop'] });
+    expect(report.decisions.copy).toBe(2);
+    expect(report.scopes).toEqual([
+      { appName: 'shop', scope: 'user:ada', written: ['user:plan'], keptInTarget: [], unwritten: [] },
+    ]);
+    expect(await target.getUserState({ appName: 'shop', userId: 'ada' })).toEqual({ plan: 'pro' });
+    expect(settled(await copyAll(source, target, { apps: ['shop'] }))).toEqual(NOTHING);
+  });
+
+  it('a re-run carries a value the source writes during it to a key both sides held alike', async () => {
+    const source = new MemorySessionService();
+    const target = new MemorySessionService();
+    await twoSessions(source);
+    await copyAll(source, target, { apps: ['shop'] });
+    const report = await copyAll(proBeforeReadingB(source), target, { apps: ['shop'] });
+    expect(report.decisions).toEqual({ copy: 0, unchanged: 1, update: 1, conflict: 0 });
+    expect(await target.getUserState({ appName: 'shop', userId: 'ada' })).toEqual({ plan: 'pro' });
+    expect(settled(await copyAll(source, target, { apps: ['shop'] }))).toEqual(NOTHING);
+  });
+
+  // What an earlier version left: the copied event wrote 'pro', the target holds 'free' and no
+  // session of the target began after that event. Both sides' last write is that event: the
+  // side whose value it is wins the tie.
+  it("repairs a target whose value the copied event contradicts (an earlier run's stale carry)", async () => {
+    const source = new MemorySessionService();
+    const target = new MemorySessionService();
+    await twoSessions(source);
+    await append(source, 'ada', 'b', at('b2', T0 + 3_000, { 'user:plan': 'pro' }));
+    for (const id of ['a', 'b']) {
+      const session = await read(source, 'ada', id);
+      await target.importSession({ ...session, state: { ...session.state, 'user:plan': 'free' } });
+    }
+    expect(await target.getUserState({ appName: 'shop', userId: 'ada' })).toEqual({ plan: 'free' });
+
+    const report = await copyAll(source, target, { apps: ['shop'] });
+    expect(report.scopes).toEqual([
+      { appName: 'shop', scope: 'user:ada', written: ['user:plan'], keptInTarget: [], unwritten: [] },
+    ]);
+    expect(conflictsLeft(report)).toBe(0);
+    expect(await target.getUserState({ appName: 'shop', userId: 'ada' })).toEqual({ plan: 'pro' });
+  });
+
+  it('the tie still goes to neither side when both values are that of their last write', async () => {
+    const source = new MemorySessionService();
+    const target = new MemorySessionService();
+    await put(source, 'ada', 'a', { 'user:plan': 'free' }, [at('a1', T0 + 1_000, { 'user:plan': 'free' })]);
+    await put(target, 'ada', 't', { 'user:plan': 'pro' }, [at('t1', T0 + 1_000, { 'user:plan': 'pro' })]);
+    const report = await copyAll(source, target, { apps: ['shop'] });
+    expect(report.scopes[0]?.keptInTarget).toEqual(['user:plan']);
+    expect(await target.getUserState({ appName: 'shop', userId: 'ada' })).toEqual({ plan: 'pro' });
+  });
+});
+
+describe('migrate: a run that stops names the user: and app: keys it wrote (D2)', () => {
+  async function twoUsers(source: MemorySessionService): Promise<void> {
+    await put(source, 'ada', 'a', { 'user:plan': 'free', 'app:motd': 'hi' }, [
+      at('a1', T0 + 1_000, { 'user:plan': 'free', 'app:motd': 'hi' }),
+    ]);
+    await put(source, 'bob', 'b', { 'user:plan': 'pro', 'app:motd': 'hi' }, [
+      at('b1', T0 + 1_100, { 'user:plan': 'pro' }),
+    ]);
+  }
+
+  // Was a defect: the app's outcome was added to the report only when the app was through.
+  it('interrupted after the first session: the app: key it carried is named and counted, as written', async () => {
+    const source = new MemorySessionService();
+    const target = new MemorySessionService();
+    await twoUsers(source);
+    const controller = new AbortController();
+    const report = await copyAll(source, target, {
+      apps: ['shop'],
+      signal: controller.signal,
+      onProgress: (progress) => {
+        if (progress.done === 1) controller.abort();
+      },
+    });
+    expect(report.stopped?.reason).toBe('interrupted');
+    expect(await target.getAppState({ appName: 'shop' })).toEqual({ motd: 'hi' });
+    expect(report.scopes).toEqual([
+      { appName: 'shop', scope: 'user:ada', written: ['user:plan'], keptInTarget: [], unwritten: [] },
+      { appName: 'shop', scope: 'app', written: ['app:motd'], keptInTarget: [], unwritten: [] },
+    ]);
+    expect(changesOf(report)).toBe(3);
+  });
+
+  it('stopped by failures before any session was written: the keys to write are named as not written', async () => {
+    const source = new MemorySessionService();
+    const target = new MemorySessionService();
+    await twoUsers(source);
+    const refusing = new Proxy(target, {
+      get(service, property) {
+        if (property === 'importSession') return async () => Promise.reject(new Error('refused'));
+        const value = Reflect.get(service, property);
+        return typeof value === 'function' ? value.bind(service) : value;
+      },
+    });
+    const report = await copyAll(source, refusing, { apps: ['shop'], maxFailures: 1 });
+    expect(report.stopped?.reason).toBe('failures');
+    expect(report.scopes).toEqual([
+      { appName: 'shop', scope: 'user:ada', written: [], keptInTarget: [], unwritten: ['user:plan'] },
+      { appName: 'shop', scope: 'app', written: [], keptInTarget: [], unwritten: ['app:motd'] },
+    ]);
+    expect(changesOf(report)).toBe(0);
+  });
+});
