@@ -88,7 +88,7 @@ export function addMigrateCommand(program: Command, context: CommandContext): vo
           onProgress: display.update,
         });
         display.end();
-        print(formatReport(report));
+        print(formatReport(report, keptBecause(flags.overwrite === true ? 'source' : flags.onConflict)));
         const given = (key: keyof MigrateFlags) => (command.getOptionValueSource(key) ?? 'default') !== 'default';
         exit(exitCodeOf(report, resumeCommand(flags, given), flags, print, error));
       } catch (failure) {
@@ -170,7 +170,7 @@ function exitCodeOf(
   }
   if (conflictsLeft(report) > 0) {
     print(
-      `${conflictsLeft(report)} conflicts left alone: the target wrote them last (--overwrite, or --on-conflict source, gives them the source's values)`,
+      `${conflictsLeft(report)} conflicts left alone: ${keptBecause(flags.onConflict)} (--overwrite, or --on-conflict source, gives them the source's values)`,
     );
     return EXIT_CODES.conflicts;
   }
@@ -229,7 +229,14 @@ function progressDisplay(
   };
 }
 
-function formatReport(report: MigrateReport): string {
+/** Why a run left conflicts to the target, under `policy`. */
+function keptBecause(policy: ConflictPolicy): string {
+  return policy === 'target'
+    ? '--on-conflict target keeps them'
+    : "the target wrote them last, or no earlier than the source (a tie, or the target's log extends the source's)";
+}
+
+function formatReport(report: MigrateReport, kept: string): string {
   const { decisions } = report;
   const scopeWrites = report.scopes.reduce((sum, scope) => sum + scope.written.length, 0);
   const lines = [
@@ -252,9 +259,7 @@ function formatReport(report: MigrateReport): string {
     );
   }
   for (const conflict of report.conflicts) {
-    lines.push(
-      `  conflict: ${conflict}${found(conflict)} has writes of its own in the target, which wrote it last (left alone)`,
-    );
+    lines.push(`  conflict: ${conflict}${found(conflict)} has writes of its own in the target (left alone: ${kept})`);
   }
   for (const scope of report.scopes) {
     if (scope.written.length > 0) {
@@ -264,7 +269,7 @@ function formatReport(report: MigrateReport): string {
     }
     if (scope.keptInTarget.length > 0) {
       lines.push(
-        `  conflict: ${scope.appName} ${scope.scope}: kept the target's ${scope.keptInTarget.join(', ')} (the target wrote them last)`,
+        `  conflict: ${scope.appName} ${scope.scope}: kept the target's ${scope.keptInTarget.join(', ')} (${kept})`,
       );
     }
     if (scope.unwritten.length > 0) {

@@ -17,8 +17,7 @@
  * A conflict goes to the side that last wrote it: for a session, the later
  * `lastUpdateTime`; for a `user:` or `app:` key, the later of its last write
  * on each side (the last event that wrote it, or the creation of a session
- * whose state gave it its value: see {@link lastWriteOf}). A tie is left alone, unless
- * only one side's value is the one that write gave (see {@link KeyWrite}). The policy can
+ * whose state gave it its value: see {@link lastWriteOf}). A tie is left alone. The policy can
  * be `target` (leave every conflict alone) or `source` (the source always
  * wins, `--overwrite`). Keys that only the target holds are never removed.
  */
@@ -236,16 +235,11 @@ function behindSource(
   targetEvents: readonly unknown[],
 ): boolean {
   // Without an event, nothing in the target's copy says it came from the source: the times decide.
-  if (targetEvents.length === 0 || targetEvents.length >= sourceEvents.length) return false;
+  if (targetEvents.length === 0) return false;
+  const lackedAt = missingFrom(targetEvents, sourceEvents);
+  if (lackedAt === undefined || lackedAt.length === 0) return false;
   const stored = source.events.filter((event) => event.partial !== true);
-  const lacked: Event[] = [];
-  let at = 0;
-  for (const event of targetEvents) {
-    while (at < sourceEvents.length && !same(sourceEvents[at], event)) lacked.push(stored[at++] as Event);
-    if (at === sourceEvents.length) return false;
-    at++;
-  }
-  while (at < stored.length) lacked.push(stored[at++] as Event);
+  const lacked = lackedAt.map((at) => stored[at] as Event);
   const written = new Set(lacked.flatMap((event) => Object.keys(event.actions?.stateDelta ?? {})));
   const a = scopeState(source.state, 'session');
   const b = scopeState(target.state, 'session');
@@ -254,6 +248,34 @@ function behindSource(
     if (!(Object.hasOwn(b, key) && same(a[key], b[key])) && !written.has(key)) return false;
   }
   return true;
+}
+
+/**
+ * Whether the target's session is a later state of the source's, by their
+ * logs: it holds every event of the source's, in the source's order, and
+ * events of its own besides. Then the target wrote last, whatever the times
+ * say (its own events stamped by a clock behind the source's).
+ */
+function aheadOfSource(source: Session, target: Session): boolean {
+  const extra = missingFrom(eventData(source.events), eventData(target.events));
+  return extra !== undefined && extra.length > 0;
+}
+
+/**
+ * The positions in `log` of the events that `part` lacks, when `part` is
+ * `log` without them (every event of `part` in `log`, in the same order);
+ * undefined when it is not.
+ */
+function missingFrom(part: readonly unknown[], log: readonly unknown[]): number[] | undefined {
+  const missing: number[] = [];
+  let at = 0;
+  for (const event of part) {
+    while (at < log.length && !same(log[at], event)) missing.push(at++);
+    if (at === log.length) return undefined;
+    at++;
+  }
+  while (at < log.length) missing.push(at++);
+  return missing;
 }
 
 /** Whether two reads of a session hold the same data: its own keys, its events and its lastUpdateTime. */
@@ -278,30 +300,11 @@ async function assertTargetAsRead(target: BaseSessionService, read: Session): Pr
   );
 }
 
-/** When a side last wrote a `user:` or `app:` key, as {@link ScopeClock} reads it. */
-export interface KeyWrite {
-  /** The time of the write (see {@link lastWriteOf}). */
-  time: number;
-  /**
-   * True when the side's value is not the one that write gave and nothing
-   * later explains it (no session began after it): the value was written
-   * before `time`, or outside the log (a copy an earlier run carried while
-   * the source was still being written to), never after it.
-   */
-  before: boolean;
-}
-
-/**
- * Whether the source wins a conflict whose sides last wrote so. Under
- * `newer`, the later time wins; at the same time (both sides hold the event
- * that last wrote the key, an earlier run copied it), a side whose value is
- * that event's wins over one whose value the event contradicts.
- */
-function sourceWins(policy: ConflictPolicy, source: KeyWrite, target: KeyWrite): boolean {
+/** Whether the source wins a conflict whose sides last wrote at these times. */
+function sourceWins(policy: ConflictPolicy, sourceTime: number, targetTime: number): boolean {
   if (policy === 'source') return true;
   if (policy === 'target') return false;
-  if (source.time !== target.time) return source.time > target.time;
-  return !source.before && target.before;
+  return sourceTime > targetTime;
 }
 
 /**
@@ -309,16 +312,8 @@ function sourceWins(policy: ConflictPolicy, source: KeyWrite, target: KeyWrite):
  * latest event of `sessions` whose state delta wrote it, or, where the
  * key's value is not the one that event gave it, the creation of a session
  * whose state gave it (see {@link ScopeClock}); `-Infinity` when neither.
- * An event's time is read on its session's log: an event appended after
- * one with a later timestamp (a server with a slower clock) counts as of
- * that later one, as its write stands over it.
  */
 export function lastWriteOf(sessions: readonly Session[], key: string): number {
-  return keyWriteOf(sessions, key).time;
-}
-
-/** {@link lastWriteOf}, and whether the side's value is older than that write (see {@link KeyWrite}). */
-export function keyWriteOf(sessions: readonly Session[], key: string): KeyWrite {
   const scope = scopeOf(key);
   if (scope !== 'user' && scope !== 'app') throw new Error(`not a user: or app: key: ${key}`);
   const clock = new ScopeClock(scope);
@@ -335,8 +330,7 @@ export function keyWriteOf(sessions: readonly Session[], key: string): KeyWrite 
  * side's last event writing that key gave it (or that no event wrote) got
  * it from the state of a session created later. Its time is the earliest
  * start of a session after that event (or of any session): the earliest it
- * can have been, so that a side never wins on a guess. With no such
- * session, the value is older than that event (see {@link KeyWrite.before}).
+ * can have been, so that a side never wins on a guess.
  */
 class ScopeClock {
   /** Per key of the scope: the time and value of the latest event that wrote it. */
@@ -350,31 +344,26 @@ class ScopeClock {
   add(session: Session): void {
     this.#starts.push(session.events[0]?.timestamp ?? session.lastUpdateTime);
     for (const [key, value] of Object.entries(scopeState(session.state, this.scope))) this.#values.set(key, value);
-    // The log's clock: an event counts as of the latest timestamp up to it in its session's log.
-    let clock = Number.NEGATIVE_INFINITY;
     for (const event of session.events) {
-      clock = Math.max(clock, event.timestamp);
       const delta = event.actions?.stateDelta ?? {};
       for (const key of Object.keys(delta)) {
         if (scopeOf(key) !== this.scope) continue;
         const last = this.#lastEvents.get(key);
-        if (!last || clock >= last.time) this.#lastEvents.set(key, { time: clock, value: delta[key] });
+        if (!last || event.timestamp >= last.time)
+          this.#lastEvents.set(key, { time: event.timestamp, value: delta[key] });
       }
     }
   }
 
   /** When this side last wrote `key` (a key of the scope, with its prefix). */
-  lastWrite(key: string): KeyWrite {
+  lastWrite(key: string): number {
     const last = this.#lastEvents.get(key);
     const written = last?.time ?? Number.NEGATIVE_INFINITY;
-    if (!this.#values.has(key) || (last && same(last.value, this.#values.get(key)))) {
-      return { time: written, before: false };
-    }
+    if (!this.#values.has(key) || (last && same(last.value, this.#values.get(key)))) return written;
     // Given by a session's creation state, after the last event that wrote the key.
     let created = Number.POSITIVE_INFINITY;
     for (const start of this.#starts) if (start > written && start < created) created = start;
-    if (created !== Number.POSITIVE_INFINITY) return { time: created, before: false };
-    return { time: written, before: last !== undefined };
+    return created === Number.POSITIVE_INFINITY ? written : created;
   }
 }
 
@@ -735,11 +724,13 @@ export async function copyAll(
             continue;
           }
           const full = item.full as Session;
-          // A conflict goes to the side the policy names.
+          // A conflict goes to the side the policy names; under `newer`, a target whose log
+          // extends the source's wrote last, whatever the times.
           if (
             item.decision === 'conflict' &&
             item.existing &&
-            sourceWins(policy, writtenAt(full.lastUpdateTime), writtenAt(item.existing.lastUpdateTime))
+            !(policy === 'newer' && aheadOfSource(full, item.existing)) &&
+            sourceWins(policy, full.lastUpdateTime, item.existing.lastUpdateTime)
           ) {
             item.decision = 'update';
           }
@@ -798,9 +789,6 @@ interface ScopeDecision {
   /** Each side's keys of the scope when it was decided; absent when that could not be read (nothing is written then). */
   seen?: { source: Record<string, unknown>; target: Record<string, unknown> };
 }
-
-/** A time that some write was at: of a session's lastUpdateTime, say. */
-const writtenAt = (time: number): KeyWrite => ({ time, before: false });
 
 /**
  * The keys of one scope that a run writes, riding on the sessions it imports,

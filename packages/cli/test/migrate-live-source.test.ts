@@ -196,21 +196,68 @@ describe('migrate: an event stamped by a slower clock (D3)', () => {
     expect(again.conflicts).toEqual(['shop/ada/s1']);
     expect((await read(target, 'ada', 's1')).state).toEqual({ n: 2, topic: 'b' });
   });
+});
 
-  // Was a hole beside it: the user: key's last write was read by timestamp alone, so the slow
-  // event's write (the value that stands) counted as older than the copied one, a tie, kept.
-  it("gives a user: key the slow event wrote to the source: its write stands over the log's earlier events", async () => {
+describe('migrate: clocks that disagree never cost the target a write of its own', () => {
+  // Was a loss: the target's own event, stamped by a clock behind the source's, left the target's
+  // lastUpdateTime before the source's: the conflict went to the source, which wiped the event.
+  it("keeps a target session whose log extends the source's, whatever its times", async () => {
     const source = new MemorySessionService();
     const target = new MemorySessionService();
-    await put(source, 'ada', 's1', { 'user:plan': 'free' }, [
-      at('e1', T0 + 1_000, { 'user:plan': 'free' }),
-      at('e2', T0 + 2_000, { n: 1 }),
-    ]);
+    await put(source, 'ada', 's1', { n: 1 }, [at('e1', T0 + 1_000, { n: 1 })]);
     await copyAll(source, target, { apps: ['shop'] });
-    await append(source, 'ada', 's1', at('e3', T0 + 500, { 'user:plan': 'pro' }));
+    await append(target, 'ada', 's1', at('own', T0 + 500, { n: 9 }));
 
     const again = await copyAll(source, target, { apps: ['shop'] });
-    expect(conflictsLeft(again)).toBe(0);
+    expect(again.conflicts).toEqual(['shop/ada/s1']);
+    expect((await read(target, 'ada', 's1')).events.map((event) => event.id)).toEqual(['e1', 'own']);
+    expect(await copyAll(source, target, { apps: ['shop'], onConflict: 'source' })).toMatchObject({
+      decisions: { update: 1 },
+    });
+    expect((await read(target, 'ada', 's1')).events.map((event) => event.id)).toEqual(['e1']);
+  });
+
+  it('keeps a target session with events of its own beside a source session without any', async () => {
+    const source = new MemorySessionService();
+    const target = new MemorySessionService();
+    await put(source, 'ada', 's1', { n: 1 }, []);
+    await copyAll(source, target, { apps: ['shop'] });
+    await append(target, 'ada', 's1', at('own', T0 - 500, { n: 2 }));
+
+    const again = await copyAll(source, target, { apps: ['shop'] });
+    expect(again.conflicts).toEqual(['shop/ada/s1']);
+    expect((await read(target, 'ada', 's1')).state).toEqual({ n: 2 });
+  });
+
+  // A value no surviving event explains (its session was deleted) is not older than the events
+  // that remain: the newer value stays, as a conflict.
+  it('keeps a user: value the target wrote in a session deleted since', async () => {
+    const source = new MemorySessionService();
+    const target = new MemorySessionService();
+    await put(source, 'ada', 's1', { 'user:plan': 'free' }, [at('e1', T0 + 1_000, { 'user:plan': 'free' })]);
+    await copyAll(source, target, { apps: ['shop'] });
+    await put(target, 'ada', 'gone', {}, []);
+    await append(target, 'ada', 'gone', at('t1', T0 + 5_000, { 'user:plan': 'pro' }));
+    await target.deleteSession({ appName: 'shop', userId: 'ada', sessionId: 'gone' });
+
+    const again = await copyAll(source, target, { apps: ['shop'] });
+    expect(again.scopes[0]?.keptInTarget).toEqual(['user:plan']);
+    expect(await target.getUserState({ appName: 'shop', userId: 'ada' })).toEqual({ plan: 'pro' });
+  });
+
+  // An event from a clock far ahead does not date the events after it in its log.
+  it("keeps the target's newer user: value beside a source log with one event from a fast clock", async () => {
+    const source = new MemorySessionService();
+    const target = new MemorySessionService();
+    await put(source, 'ada', 's1', { n: 1, 'user:plan': 'free' }, [
+      at('fast', T0 + 9_000, { n: 1 }),
+      at('e2', T0 + 1_500, { 'user:plan': 'free' }),
+    ]);
+    await copyAll(source, target, { apps: ['shop'] });
+    await put(target, 'ada', 't', { 'user:plan': 'pro' }, [at('t1', T0 + 3_000, { 'user:plan': 'pro' })]);
+
+    const again = await copyAll(source, target, { apps: ['shop'] });
+    expect(again.scopes[0]?.keptInTarget).toEqual(['user:plan']);
     expect(await target.getUserState({ appName: 'shop', userId: 'ada' })).toEqual({ plan: 'pro' });
   });
 });
@@ -256,28 +303,6 @@ describe('migrate: user: state written to the source during the run (D5)', () =>
     expect(report.decisions).toEqual({ copy: 0, unchanged: 1, update: 1, conflict: 0 });
     expect(await target.getUserState({ appName: 'shop', userId: 'ada' })).toEqual({ plan: 'pro' });
     expect(settled(await copyAll(source, target, { apps: ['shop'] }))).toEqual(NOTHING);
-  });
-
-  // What an earlier version left: the copied event wrote 'pro', the target holds 'free' and no
-  // session of the target began after that event. Both sides' last write is that event: the
-  // side whose value it is wins the tie.
-  it("repairs a target whose value the copied event contradicts (an earlier run's stale carry)", async () => {
-    const source = new MemorySessionService();
-    const target = new MemorySessionService();
-    await twoSessions(source);
-    await append(source, 'ada', 'b', at('b2', T0 + 3_000, { 'user:plan': 'pro' }));
-    for (const id of ['a', 'b']) {
-      const session = await read(source, 'ada', id);
-      await target.importSession({ ...session, state: { ...session.state, 'user:plan': 'free' } });
-    }
-    expect(await target.getUserState({ appName: 'shop', userId: 'ada' })).toEqual({ plan: 'free' });
-
-    const report = await copyAll(source, target, { apps: ['shop'] });
-    expect(report.scopes).toEqual([
-      { appName: 'shop', scope: 'user:ada', written: ['user:plan'], keptInTarget: [], unwritten: [] },
-    ]);
-    expect(conflictsLeft(report)).toBe(0);
-    expect(await target.getUserState({ appName: 'shop', userId: 'ada' })).toEqual({ plan: 'pro' });
   });
 
   it('the tie still goes to neither side when both values are that of their last write', async () => {

@@ -6,7 +6,7 @@
  */
 import { createEvent, type Event, type Session } from '@google/adk';
 import { describe, expect, it } from 'vitest';
-import { keyWriteOf, lastWriteOf } from '../src/migrate.js';
+import { lastWriteOf } from '../src/migrate.js';
 
 const at = (timestamp: number, stateDelta: Record<string, unknown>): Event =>
   createEvent({ author: 'agent', timestamp, actions: { stateDelta } });
@@ -71,23 +71,4 @@ describe('lastWriteOf', () => {
     expect(lastWriteOf([two, one], 'app:x')).toBe(5_000);
   });
 
-  // Was a hole: an event appended after one with a later timestamp (a server with a slower
-  // clock) counted at its own, earlier time, so the value it wrote, which stands, read as
-  // given before the log's later events, and tied with a copy of the older value.
-  it('reads an event on its log: one appended after a later-stamped event counts as of that one', () => {
-    const slow = session('s', { 'user:plan': 'pro' }, [
-      at(1_000, { 'user:plan': 'free' }),
-      at(2_000, { n: 1 }),
-      at(500, { 'user:plan': 'pro' }),
-    ]);
-    expect(lastWriteOf([slow], 'user:plan')).toBe(2_000);
-  });
-
-  it('a value the last write contradicts, with no session begun after it, is older than that write', () => {
-    const stale = session('c', { 'user:plan': 'free' }, [at(1_000, { n: 1 }), at(3_000, { 'user:plan': 'pro' })]);
-    expect(keyWriteOf([stale], 'user:plan')).toEqual({ time: 3_000, before: true });
-    const given = session('n', { 'user:plan': 'free' }, [], 4_000);
-    expect(keyWriteOf([stale, given], 'user:plan')).toEqual({ time: 4_000, before: false });
-    expect(keyWriteOf([session('x', { 'user:plan': 'free' }, [])], 'user:plan').before).toBe(false);
-  });
 });
