@@ -149,11 +149,15 @@ const FUTURE_US = 366 * 24 * 3600 * 1_000_000;
  */
 const MARK = `
 local horizon = nil
+-- The highest position the scripts take, on this server's clock (read once a call).
+local function horizon_us()
+  if not horizon then horizon = now_us() + ${FUTURE_US} end
+  return horizon
+end
 local function position_of(text)
   if type(text) ~= 'string' or #text > 16 or not string.find(text, '^%d+$') then return nil end
   local value = tonumber(text)
-  if not horizon then horizon = now_us() + ${FUTURE_US} end
-  if value > horizon then return nil end
+  if value > horizon_us() then return nil end
   return value
 end
 `;
@@ -219,14 +223,18 @@ local function outbox_view(outbox, meta, from)
   if from_position and from_position < cut then cut = from_position end
   if meta[3] > cut then cut = meta[3] end
   local text = string.format('%.0f', cut)
-  local positions = redis.call('ZRANGEBYSCORE', outbox .. ${I}, '(' .. text, '+inf')
+  -- Entries up to the horizon only, and only at positions as the scripts write them: one added
+  -- outside the store elsewhere is never shown, so never applied nor taken for a mark.
+  local positions = redis.call('ZRANGEBYSCORE', outbox .. ${I}, '(' .. text, string.format('%.0f', horizon_us()))
   local entries = {}
   for first = 1, #positions, 1000 do
     local stop = math.min(#positions, first + 999)
     local deltas = redis.call('HMGET', outbox, unpack(positions, first, stop))
     for at = first, stop do
-      entries[#entries + 1] = positions[at]
-      entries[#entries + 1] = deltas[at - first + 1]
+      if position_of(positions[at]) then
+        entries[#entries + 1] = positions[at]
+        entries[#entries + 1] = deltas[at - first + 1]
+      end
     end
   end
   return { string.format('%.0f', meta[1]), text, entries, string.format('%.0f', meta[2]) }
@@ -1031,8 +1039,9 @@ while at <= #ARGV do
     local moved = false
     local caught = nil
     for entry = at + 4, at + 2 + 2 * count, 2 do
-      local position = tonumber(ARGV[entry])
-      if position > done then
+      -- An entry at what is not a position (see MARK) is passed over: it never becomes the mark.
+      local position = position_of(ARGV[entry])
+      if position and position > done then
         apply_entry(cjson.decode(ARGV[entry + 1]), ARGV[entry], position <= known)
         if position <= known then caught = ARGV[entry] end
         done = position

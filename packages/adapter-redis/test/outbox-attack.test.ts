@@ -13,7 +13,7 @@ import type { Session } from '@google/adk';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { RedisSessionService, type RedisSessionServiceOptions, type RedisStoreWarning } from '../src/index.js';
-import { appKeys, FIELD, shardKeys, shardOf } from '../src/keys.js';
+import { appKeys, FIELD, OUTBOX_INDEX_SUFFIX, shardKeys, shardOf } from '../src/keys.js';
 import { APPEND, APPLY, CREATE, IMPORT, LAYOUT, LOAD, PEEK, RAISE, READ_APP } from '../src/scripts.js';
 import { gated, runs, serverMicros, untilServerTime, usersOfShard } from './attack/hooks.js';
 import {
@@ -450,6 +450,39 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
     expect(sane(await client.hget(marks, shard))).toBe(true);
     expect(sane(await client.hget(shardKeys(keyPrefix, appName, Number(shard), SHARDS).outbox, FIELD.last))).toBe(true);
     expect(warnings.filter((warning) => warning.appName === appName).length).toBeLessThan(10);
+  });
+
+  // Was a hole: an entry added to an outbox outside the store at a position beyond the horizon
+  // (or not a position at all) was applied and became the shard's mark for good: every later
+  // apply took the mark for none and applied every kept entry again, the shard's older app:
+  // values over newer ones of other shards, and the outbox never shrank.
+  it.each([
+    ['400 days ahead', (now: bigint) => String(now + 400n * 86_400_000_000n)],
+    ['17 digits', () => '99999999999999999'],
+    ['not digits', () => '1e20'],
+  ])('an outbox entry at a position %s is never applied', async (_, position) => {
+    const appName = `app-${randomUUID()}`;
+    const [ada] = usersOfShard(shardOf, SHARDS, 5, 'q', 1) as [string];
+    const [bob] = usersOfShard(shardOf, SHARDS, 9, 'r', 1) as [string];
+    const writer = service({ outboxKeepMs: 100 });
+    const mine = await writer.createSession({ appName, userId: ada, sessionId: 'a' });
+    const theirs = await writer.createSession({ appName, userId: bob, sessionId: 'b' });
+    await writer.appendEvent({ session: mine, event: testEvent({ 'app:x': 1 }) });
+    const outbox = shardKeys(keyPrefix, appName, 5, SHARDS).outbox;
+    const [seconds = 0, micros = 0] = await client.time();
+    const far = position(BigInt(seconds) * 1_000_000n + BigInt(micros));
+    await client.hset(outbox, far, JSON.stringify(['y', JSON.stringify('FAR')]));
+    await client.zadd(`${outbox}${OUTBOX_INDEX_SUFFIX}`, far.startsWith('1e') ? '1e20' : far, far);
+    for (const round of [2, 3]) {
+      await writer.appendEvent({ session: theirs, event: testEvent({ 'app:x': `B${round}` }) });
+      expect((await service().getSession({ appName, userId: ada, sessionId: 'a' }))?.state).toEqual({
+        'app:x': `B${round}`,
+      });
+      await writer.appendEvent({ session: mine, event: testEvent({ 'app:x': round }) });
+      expect(await service().getAppState({ appName })).toEqual({ x: round });
+    }
+    expect(await client.hget(appKeys(keyPrefix, appName).marks, '5')).not.toBe(far);
+    expect(warnings.filter((warning) => warning.appName === appName)).toEqual([]);
   });
 
   // Was a hole in the fix above: a reader showed the bucket its apply left only when that apply
