@@ -322,6 +322,13 @@ export function lastWriteOf(sessions: readonly Session[], key: string): number {
 }
 
 /**
+ * How much later than an event a session's creation is taken to be when it
+ * can have been any time after that event: a microsecond, so that it comes
+ * after the event's write and before any later one in whole milliseconds.
+ */
+const JUST_AFTER_MS = 0.001;
+
+/**
  * {@link lastWriteOf} for the keys of one scope, told one session at a time
  * (so that none has to be kept).
  *
@@ -329,20 +336,28 @@ export function lastWriteOf(sessions: readonly Session[], key: string): number {
  * write is found from what it left: a key whose value is not the one the
  * side's last event writing that key gave it (or that no event wrote) got
  * it from the state of a session created later. Its time is the earliest
- * start of a session after that event (or of any session): the earliest it
- * can have been, so that a side never wins on a guess.
+ * that creation can have been, so that a side never wins on a guess: a
+ * session without events was created at its lastUpdateTime, but one with
+ * events at any time up to its first event, so only just after that event
+ * ({@link JUST_AFTER_MS}) when its first event came later.
  */
 class ScopeClock {
   /** Per key of the scope: the time and value of the latest event that wrote it. */
   readonly #lastEvents = new Map<string, { time: number; value: unknown }>();
   /** The scope's values on this side, as the sessions read show them. */
   readonly #values = new Map<string, unknown>();
-  /** When each session began (its first event, or its lastUpdateTime without events). */
-  readonly #starts: number[] = [];
+  /**
+   * Each session's creation: `exact` (a session without events, created at
+   * its lastUpdateTime) or no later than `time` (its first event).
+   */
+  readonly #starts: { time: number; exact: boolean }[] = [];
   constructor(readonly scope: 'user' | 'app') {}
 
   add(session: Session): void {
-    this.#starts.push(session.events[0]?.timestamp ?? session.lastUpdateTime);
+    const first = session.events[0]?.timestamp;
+    this.#starts.push(
+      first === undefined ? { time: session.lastUpdateTime, exact: true } : { time: first, exact: false },
+    );
     for (const [key, value] of Object.entries(scopeState(session.state, this.scope))) this.#values.set(key, value);
     for (const event of session.events) {
       const delta = event.actions?.stateDelta ?? {};
@@ -360,9 +375,12 @@ class ScopeClock {
     const last = this.#lastEvents.get(key);
     const written = last?.time ?? Number.NEGATIVE_INFINITY;
     if (!this.#values.has(key) || (last && same(last.value, this.#values.get(key)))) return written;
-    // Given by a session's creation state, after the last event that wrote the key.
+    // Given by a session's creation state, after the last event that wrote the key: the earliest
+    // such creation can have been (one whose session has events, just after that event).
     let created = Number.POSITIVE_INFINITY;
-    for (const start of this.#starts) if (start > written && start < created) created = start;
+    for (const start of this.#starts) {
+      if (start.time > written) created = Math.min(created, start.exact ? start.time : written + JUST_AFTER_MS);
+    }
     return created === Number.POSITIVE_INFINITY ? written : created;
   }
 }

@@ -245,6 +245,21 @@ describe('migrate: clocks that disagree never cost the target a write of its own
     expect(await target.getUserState({ appName: 'shop', userId: 'ada' })).toEqual({ plan: 'pro' });
   });
 
+  // Was a loss: a value given at a session's creation was dated by the session's first event,
+  // which can come long after: 'pro', given at +1500, went over the target's 'team' of +1700.
+  it("does not date a value given at a session's creation by the session's first event", async () => {
+    const source = new MemorySessionService();
+    const target = new MemorySessionService();
+    await put(source, 'ada', 's1', { 'user:plan': 'free' }, [at('e1', T0 + 1_000, { 'user:plan': 'free' })]);
+    await copyAll(source, target, { apps: ['shop'] });
+    await append(target, 'ada', 's1', at('t1', T0 + 1_700, { 'user:plan': 'team' }));
+    await put(source, 'ada', 's2', { 'user:plan': 'pro' }, [at('s2e', T0 + 2_000, { n: 1 })]);
+
+    const again = await copyAll(source, target, { apps: ['shop'] });
+    expect(again.scopes[0]?.keptInTarget).toEqual(['user:plan']);
+    expect(await target.getUserState({ appName: 'shop', userId: 'ada' })).toEqual({ plan: 'team' });
+  });
+
   // An event from a clock far ahead does not date the events after it in its log.
   it("keeps the target's newer user: value beside a source log with one event from a fast clock", async () => {
     const source = new MemorySessionService();

@@ -57,18 +57,20 @@ describe('lastWriteOf', () => {
     expect(lastWriteOf([target], 'user:plan')).toBe(1_500);
   });
 
-  it('takes the earliest session that began after the last write of the key, never a later guess', () => {
+  it('takes the earliest a session after the last write of the key can have been created, never a later guess', () => {
     const copied = session('c', { 'user:plan': 'pro' }, [at(1_000, { 'user:plan': 'free' })]);
     const before = session('b', { 'user:plan': 'pro' }, [at(500, { n: 1 })]);
     const first = session('f', { 'user:plan': 'pro' }, [], 4_000);
+    expect(lastWriteOf([copied, before, first], 'user:plan')).toBe(4_000);
+    // A session with events can have been created any time before its first event: just after the write.
     const later = session('l', { 'user:plan': 'pro' }, [at(9_000, { n: 1 })]);
-    expect(lastWriteOf([later, copied, before, first], 'user:plan')).toBe(4_000);
+    expect(lastWriteOf([later, copied, before, first], 'user:plan')).toBe(1_000.001);
   });
 
-  it('a value no event wrote counts from the earliest session, as state given at creation', () => {
+  it('a value no event wrote counts from the earliest a session can have been created, as state given then', () => {
     const one = session('a', { 'app:x': 1 }, [], 5_000);
+    expect(lastWriteOf([one], 'app:x')).toBe(5_000);
     const two = session('b', { 'app:x': 1 }, [at(7_000, { n: 1 })]);
-    expect(lastWriteOf([two, one], 'app:x')).toBe(5_000);
+    expect(lastWriteOf([two, one], 'app:x')).toBe(Number.NEGATIVE_INFINITY);
   });
-
 });
