@@ -88,7 +88,7 @@ export function addMigrateCommand(program: Command, context: CommandContext): vo
           onProgress: display.update,
         });
         display.end();
-        print(formatReport(report, keptBecause(flags.overwrite === true ? 'source' : flags.onConflict)));
+        print(formatReport(report, flags.overwrite === true ? 'source' : flags.onConflict));
         const given = (key: keyof MigrateFlags) => (command.getOptionValueSource(key) ?? 'default') !== 'default';
         exit(exitCodeOf(report, resumeCommand(flags, given), flags, print, error));
       } catch (failure) {
@@ -236,7 +236,8 @@ function keptBecause(policy: ConflictPolicy): string {
     : "the target wrote them last, or no earlier than the source (a tie, or the target's log extends the source's)";
 }
 
-function formatReport(report: MigrateReport, kept: string): string {
+function formatReport(report: MigrateReport, policy: ConflictPolicy): string {
+  const kept = keptBecause(policy);
   const { decisions } = report;
   const scopeWrites = report.scopes.reduce((sum, scope) => sum + scope.written.length, 0);
   const lines = [
@@ -260,6 +261,11 @@ function formatReport(report: MigrateReport, kept: string): string {
   }
   for (const conflict of report.conflicts) {
     lines.push(`  conflict: ${conflict}${found(conflict)} has writes of its own in the target (left alone: ${kept})`);
+  }
+  for (const session of report.overwritten) {
+    lines.push(
+      `  overwritten: ${session}${found(session)} had writes of its own in the target, which the source's session ${report.dryRun ? 'would replace' : 'replaced'} (${policy === 'source' ? '--on-conflict source' : 'the source wrote last'})`,
+    );
   }
   for (const scope of report.scopes) {
     if (scope.written.length > 0) {

@@ -150,6 +150,13 @@ export interface MigrateReport {
   decisions: Record<SessionDecision, number>;
   /** `app/user/session` of every conflict left alone. */
   conflicts: string[];
+  /**
+   * `app/user/session` of every conflict the source won (by the policy): the
+   * target's session, with writes of its own, was replaced (or would be, in
+   * a dry run) by the source's; those writes are gone from it. Counted as
+   * `update`.
+   */
+  overwritten: string[];
   /** Scopes with keys written or left alone. */
   scopes: ScopeOutcome[];
   /** `app/user/session` and the error of every session that could not be copied. */
@@ -567,6 +574,7 @@ function emptyReport(options: { dryRun?: boolean; verify?: boolean }, apps: stri
     events: 0,
     decisions: { copy: 0, unchanged: 0, update: 0, conflict: 0 },
     conflicts: [],
+    overwritten: [],
     scopes: [],
     failed: [],
     differences: [],
@@ -583,6 +591,8 @@ interface Item {
   decision?: SessionDecision;
   /** Loading it failed (the failure is reported once). */
   failed?: boolean;
+  /** A conflict the source won: the target's own writes go with it. */
+  overwrites?: boolean;
 }
 
 const byUserThenId = (a: Session, b: Session) =>
@@ -751,12 +761,14 @@ export async function copyAll(
             sourceWins(policy, full.lastUpdateTime, item.existing.lastUpdateTime)
           ) {
             item.decision = 'update';
+            item.overwrites = true;
           }
           const decision = item.decision as SessionDecision;
           try {
             if (decision === 'copy' || decision === 'update') await write(item, open);
             report.decisions[decision]++;
             if (unlisted.has(name(full))) report.unlistedDecisions[name(full)] = decision;
+            if (item.overwrites) report.overwritten.push(name(full));
             if (decision === 'conflict') report.conflicts.push(name(full));
             else if (report.verified) copied.push({ session: full, kept });
             failuresInARow = 0;

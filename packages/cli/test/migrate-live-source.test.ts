@@ -211,8 +211,11 @@ describe('migrate: clocks that disagree never cost the target a write of its own
     const again = await copyAll(source, target, { apps: ['shop'] });
     expect(again.conflicts).toEqual(['shop/ada/s1']);
     expect((await read(target, 'ada', 's1')).events.map((event) => event.id)).toEqual(['e1', 'own']);
+    expect(again.overwritten).toEqual([]);
+    // The source wins only by the policy, and the report names what the target lost.
     expect(await copyAll(source, target, { apps: ['shop'], onConflict: 'source' })).toMatchObject({
       decisions: { update: 1 },
+      overwritten: ['shop/ada/s1'],
     });
     expect((await read(target, 'ada', 's1')).events.map((event) => event.id)).toEqual(['e1']);
   });
