@@ -485,17 +485,22 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
     expect(warnings.filter((warning) => warning.appName === appName)).toEqual([]);
   });
 
-  // Was a hole in the fix above: a reader showed the bucket its apply left only when that apply
-  // itself caught the lost entries up; when another reader or a drain had done it first, it laid
-  // them over its own (older) bucket, the lost value over the newer one.
-  it('after the app slot loses applies, a reader whose catch-up another did first shows the newer value', async () => {
-    const appName = `app-${randomUUID()}`;
+  /** After {@link lostThenNewer}: a reader of ada's session, its first apply held until `release()`. */
+  async function heldReader(appName: string) {
     const { key } = await lostThenNewer(appName);
     const hold = holdFirstApply();
     const reading = service({ client: hold.client }).getSession(key);
     await hold.reached;
+    return { key, reading, release: hold.release };
+  }
+
+  // Was a hole in the fix above: a reader showed the bucket its apply left only when that apply
+  // itself caught the lost entries up; when another reader or a drain had done it first, it laid
+  // them over its own (older) bucket, the lost value over the newer one.
+  it('after the app slot loses applies, a reader whose catch-up another did first shows the newer value', async () => {
+    const { key, reading, release } = await heldReader(`app-${randomUUID()}`);
     expect((await service().getSession(key))?.state['app:x']).toBe('B1');
-    hold.release();
+    release();
     const read = (await reading) as Session;
     expect(read.state).toEqual({ own: 1, 'app:x': 'B1', 'app:y': 'A1', 'app:z': 'B0' });
   });
@@ -505,16 +510,12 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
   // the later write (an append the read does not show), so it laid the entries over its own older
   // bucket, the lost value over the newer one. It now reads again.
   it('after the app slot loses applies, a reader whose catch-up another did first, with a later write since, shows the newer value', async () => {
-    const appName = `app-${randomUUID()}`;
-    const { key } = await lostThenNewer(appName);
-    const hold = holdFirstApply();
-    const reading = service({ client: hold.client }).getSession(key);
-    await hold.reached;
+    const { key, reading, release } = await heldReader(`app-${randomUUID()}`);
     const other = service();
     const current = (await other.getSession(key)) as Session;
     expect(current.state['app:x']).toBe('B1');
     await other.appendEvent({ session: current, event: testEvent({ 'app:w': 'A2' }) });
-    hold.release();
+    release();
     const read = (await reading) as Session;
     expect(read.state['app:x']).toBe('B1');
     expect(read.state).toEqual({ own: 1, 'app:x': 'B1', 'app:y': 'A1', 'app:z': 'B0', 'app:w': 'A2' });

@@ -76,6 +76,12 @@ function inTimestampOrder(service: MemorySessionService): MemorySessionService {
   });
 }
 
+/** The run left ada's `user:plan` to the target, which holds `plan`. */
+async function expectPlanKept(report: MigrateReport, target: MemorySessionService, plan: string): Promise<void> {
+  expect(report.scopes[0]?.keptInTarget).toEqual(['user:plan']);
+  expect(await target.getUserState({ appName: 'shop', userId: 'ada' })).toEqual({ plan });
+}
+
 /** What a run that found nothing to do reports, of what {@link settled} looks at. */
 const NOTHING = { changes: 0, conflicts: 0, failed: [], stopped: undefined };
 
@@ -244,8 +250,7 @@ describe('migrate: clocks that disagree never cost the target a write of its own
     await target.deleteSession({ appName: 'shop', userId: 'ada', sessionId: 'gone' });
 
     const again = await copyAll(source, target, { apps: ['shop'] });
-    expect(again.scopes[0]?.keptInTarget).toEqual(['user:plan']);
-    expect(await target.getUserState({ appName: 'shop', userId: 'ada' })).toEqual({ plan: 'pro' });
+    await expectPlanKept(again, target, 'pro');
   });
 
   // Was a loss: a value given at a session's creation was dated by the session's first event,
@@ -259,8 +264,7 @@ describe('migrate: clocks that disagree never cost the target a write of its own
     await put(source, 'ada', 's2', { 'user:plan': 'pro' }, [at('s2e', T0 + 2_000, { n: 1 })]);
 
     const again = await copyAll(source, target, { apps: ['shop'] });
-    expect(again.scopes[0]?.keptInTarget).toEqual(['user:plan']);
-    expect(await target.getUserState({ appName: 'shop', userId: 'ada' })).toEqual({ plan: 'team' });
+    await expectPlanKept(again, target, 'team');
   });
 
   // An event from a clock far ahead does not date the events after it in its log.
@@ -275,8 +279,7 @@ describe('migrate: clocks that disagree never cost the target a write of its own
     await put(target, 'ada', 't', { 'user:plan': 'pro' }, [at('t1', T0 + 3_000, { 'user:plan': 'pro' })]);
 
     const again = await copyAll(source, target, { apps: ['shop'] });
-    expect(again.scopes[0]?.keptInTarget).toEqual(['user:plan']);
-    expect(await target.getUserState({ appName: 'shop', userId: 'ada' })).toEqual({ plan: 'pro' });
+    await expectPlanKept(again, target, 'pro');
   });
 });
 
@@ -329,8 +332,7 @@ describe('migrate: user: state written to the source during the run (D5)', () =>
     await put(source, 'ada', 'a', { 'user:plan': 'free' }, [at('a1', T0 + 1_000, { 'user:plan': 'free' })]);
     await put(target, 'ada', 't', { 'user:plan': 'pro' }, [at('t1', T0 + 1_000, { 'user:plan': 'pro' })]);
     const report = await copyAll(source, target, { apps: ['shop'] });
-    expect(report.scopes[0]?.keptInTarget).toEqual(['user:plan']);
-    expect(await target.getUserState({ appName: 'shop', userId: 'ada' })).toEqual({ plan: 'pro' });
+    await expectPlanKept(report, target, 'pro');
   });
 });
 
