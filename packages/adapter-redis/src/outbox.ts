@@ -55,7 +55,7 @@
 import { setMaxListeners } from 'node:events';
 import { type StoreCall, settledWithin, ToldOnce, UnreadableDataError } from '@adk-state/core/store';
 import { type AppKeys, appKeys, FIELD, type ShardKeys, shardKeys } from './keys.js';
-import { APPLY, argList, keyList, PEEK, RAISE, READ_APP, type Script } from './scripts.js';
+import { APPLY, argList, keyList, LOWER, MARK_AHEAD_US, PEEK, RAISE, READ_APP, type Script } from './scripts.js';
 
 /**
  * Runs one script for one store step (the store's `#run`). A write waits for
@@ -81,7 +81,9 @@ const UNWAITED = false;
 export interface RedisStoreWarning {
   /**
    * `app-mark-behind`: the app slot lost marks of applied entries;
-   * `shard-position-behind`: a shard lost outbox positions; `drain-failed`:
+   * `shard-position-behind`: a shard lost outbox positions; `app-mark-ahead`:
+   * the app slot's mark of a shard was far ahead of the shard's clock
+   * (changed outside the store) and was lowered; `drain-failed`:
    * a drain could not read or apply every shard; `read-not-one-moment`: a
    * session read met writes between its reads every time and shows its last read;
    * `unreadable-outbox-entry`: an outbox entry not written by the store (changed
@@ -89,6 +91,7 @@ export interface RedisStoreWarning {
    */
   code:
     | 'app-mark-behind'
+    | 'app-mark-ahead'
     | 'shard-position-behind'
     | 'drain-failed'
     | 'read-not-one-moment'
@@ -406,12 +409,12 @@ export class Outbox {
         shard,
       );
       if (current.floor > Number(mark) || attempt >= 3) {
-        await this.#raise(operation, call, app.marks, String(shard), current.floor);
+        await this.#raise(operation, call, app.marks, String(shard), current.floor, '');
         this.#options.warn({
           code: 'app-mark-behind',
           appName,
           shard,
-          message: `the app slot's mark of shard ${shard} (${mark}) is below entries the shard removed as applied (up to ${current.floor}): the app slot lost applied writes (a failover to a replica that lagged?); the mark was raised, the lost app: writes stay lost`,
+          message: `${appMarkBehind(shard, mark, current.floor)}; the mark was raised, the lost app: writes stay lost`,
         });
       }
     }
@@ -501,8 +504,14 @@ export class Outbox {
       const { view } = again;
       if (oneMoment(view, before.mark)) break;
       if (before.mark > view.last) {
-        // Read before the shard, the mark is above every position the shard gave: the shard lost them.
-        await this.#repair(operation, call, appName, keys, 'shard-position-behind', before.mark, view);
+        // Read before the shard, the mark is above every position the shard gave: the shard lost them,
+        // or the mark was changed outside the store (far ahead of the shard's clock). A mark lowered
+        // to what the shard was told is applied lets this read apply the entries above it.
+        const lowered = await this.#repair(operation, call, appName, keys, 'shard-position-behind', before.mark, view);
+        // Another reader lowered it first: this read's app read is of the mark before.
+        if (lowered === 'changed' && round < READ_ATTEMPTS)
+          return this.read(operation, call, appName, keys, load, round + 1);
+        if (typeof lowered === 'number') app = { ...before, mark: lowered };
         break;
       }
       const after = await this.readApp(operation, call, appName, shard);
@@ -548,7 +557,11 @@ export class Outbox {
   /**
    * Raises what fell behind and says so; a repair that cannot be written
    * (the server refuses writes) is reported too, and the read answers all
-   * the same.
+   * the same. An app mark more than {@link MARK_AHEAD_US} ahead of the
+   * shard's clock is not raised to but lowered to the shard's known position
+   * (no entry lies between the two: the shard gave none above its last);
+   * returns the mark it was lowered to, or 'changed' when the mark had
+   * changed meanwhile (another reader lowered it).
    */
   async #repair(
     operation: string,
@@ -558,38 +571,57 @@ export class Outbox {
     code: 'app-mark-behind' | 'shard-position-behind',
     mark: number,
     view: OutboxView,
-  ): Promise<void> {
+  ): Promise<number | 'changed' | undefined> {
     const { shard } = keys;
-    const message =
+    const marks = appKeys(this.#options.prefix, appName).marks;
+    let warning: RedisStoreWarning['code'] = code;
+    let message =
       code === 'app-mark-behind'
-        ? `the app slot's mark of shard ${shard} (${mark}) is below entries the shard removed as applied (up to ${view.floor}): the app slot lost applied writes (a failover to a replica that lagged?); the mark was raised, the lost app: writes stay lost`
-        : `shard ${shard}'s last outbox position (${view.last}) is below the app slot's mark (${mark}): the shard lost writes that were applied to the app slot (a failover to a replica that lagged?); the position was raised`;
+        ? appMarkBehind(shard, String(mark), view.floor)
+        : `shard ${shard}'s last outbox position (${view.last}) is below the app slot's mark (${mark}): the shard lost writes that were applied to the app slot (a failover to a replica that lagged?)`;
+    let outcome =
+      code === 'app-mark-behind' ? 'the mark was raised, the lost app: writes stay lost' : 'the position was raised';
+    let lowered: number | undefined;
     try {
       if (code === 'app-mark-behind') {
-        await this.#raise(operation, call, appKeys(this.#options.prefix, appName).marks, String(shard), view.floor);
-      } else {
-        await this.#raise(operation, call, keys.outbox, FIELD.last, mark);
+        await this.#raise(operation, call, marks, String(shard), view.floor, '');
+      } else if ((await this.#raise(operation, call, keys.outbox, FIELD.last, mark, String(MARK_AHEAD_US))) === '') {
+        const to = Math.max(view.known, view.floor);
+        warning = 'app-mark-ahead';
+        message = `the app slot's mark of shard ${shard} (${mark}) is more than ${MARK_AHEAD_US / 1e6} s ahead of the shard's clock (changed outside the store?)`;
+        const done = await this.#run(
+          operation,
+          false,
+          call,
+          LOWER,
+          keyList(LOWER, { marks }),
+          argList(LOWER, { shard: String(shard), from: String(mark), to: String(to) }),
+        );
+        if (done !== 1) return 'changed';
+        lowered = to;
+        outcome = `it was lowered to ${to}, the last position the shard was told is applied; the shard's entries above it are applied`;
       }
-      this.#options.warn({ code, appName, shard, message });
+      this.#options.warn({ code: warning, appName, shard, message: `${message}; ${outcome}` });
     } catch (error) {
       this.#options.warn({
-        code,
+        code: warning,
         appName,
         shard,
         cause: error,
-        message: `${message.replace(/; the (mark|position) was raised.*$/, '')}; raising it failed (${error instanceof Error ? error.message : String(error)}), the next read tries again`,
+        message: `${message}; repairing it failed (${error instanceof Error ? error.message : String(error)}), the next read tries again`,
       });
     }
+    return lowered;
   }
 
-  #raise(operation: string, call: StoreCall | undefined, hash: string, field: string, value: number) {
+  #raise(operation: string, call: StoreCall | undefined, hash: string, field: string, value: number, aheadUs: string) {
     return this.#run(
       operation,
       false,
       call,
       RAISE,
       keyList(RAISE, { hash }),
-      argList(RAISE, { field, value: String(value) }),
+      argList(RAISE, { field, value: String(value), aheadUs }),
     );
   }
 
@@ -722,6 +754,11 @@ function slotId(appName: string, shard: number): string {
 }
 
 /** Sets `id` in a map kept to {@link ACK_MEMORY} entries (the oldest goes first). */
+/** What an `app-mark-behind` warning says before what the repair did. */
+function appMarkBehind(shard: number, mark: string, floor: number): string {
+  return `the app slot's mark of shard ${shard} (${mark}) is below entries the shard removed as applied (up to ${floor}): the app slot lost applied writes (a failover to a replica that lagged?)`;
+}
+
 function remember<V>(map: Map<string, V>, id: string, value: V): void {
   map.delete(id);
   map.set(id, value);

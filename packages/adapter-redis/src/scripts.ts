@@ -175,7 +175,11 @@ const OUTBOX = `${MARK}
 -- number, changed outside the store, counts as none).
 local function outbox_meta(outbox)
   local meta = redis.call('HMGET', outbox, ${F.last}, ${F.known}, ${F.floor})
-  return { position_of(meta[1]) or 0, position_of(meta[2]) or -1, position_of(meta[3]) or -1 }
+  local last, known, floor = position_of(meta[1]) or 0, position_of(meta[2]) or -1, position_of(meta[3]) or -1
+  -- A known position above the last one given is none of this outbox's (a mark changed outside the
+  -- store, taken before outbox_ack refused such): only the removed entries are known applied.
+  if known > last then known = math.min(floor, last) end
+  return { last, known, floor }
 end
 
 -- Adds an entry (the delta as JSON text) and returns its position.
@@ -193,7 +197,10 @@ end
 local function outbox_ack(outbox, ack, keep_us)
   local meta = outbox_meta(outbox)
   local acked = position_of(ack)
-  if acked and acked > meta[2] then
+  -- A mark above the last position given is not one of this outbox's entries: the shard lost them
+  -- (a failover; a read raises the last position) or the mark was changed outside the store (a
+  -- read lowers it). Taken as known, it would mark entries made since as applied.
+  if acked and acked > meta[2] and acked <= meta[1] then
     meta[2] = acked
     redis.call('HSET', outbox, ${F.known}, ack)
   end
@@ -1130,18 +1137,51 @@ return outbox_view(KEYS.outbox, outbox_ack(KEYS.outbox, ARGV.ack, ARGV.keepUs), 
 `,
 );
 
-/** Raises a position field to `value` when it is lower, missing or not a position (a repair); returns the field's value after. */
+/**
+ * How far ahead of a shard's clock, in microseconds, the app slot's mark of
+ * the shard may be for a read to raise the shard's last position to it (a
+ * minute): more than the clocks of a cluster's servers disagree. A mark
+ * further ahead was changed outside the store, and a last position raised to
+ * it would date the shard's next entries ahead of every other shard's writes
+ * (see APPLY's catch-up); such a mark is lowered instead ({@link LOWER}).
+ */
+export const MARK_AHEAD_US = 60_000_000;
+
+/**
+ * Raises a position field to `value` when it is lower, missing or not a
+ * position (a repair), unless `value` is more than `aheadUs` ahead of the
+ * server's clock ('' for no limit). Returns the field's value after, or ''
+ * when `value` is that far ahead (nothing written).
+ */
 export const RAISE = define(
   'raise',
   ['hash'] as const,
-  ['field', 'value'] as const,
+  ['field', 'value', 'aheadUs'] as const,
   `${NOW}${MARK}
 local text = redis.call('HGET', KEYS.hash, ARGV.field)
 -- A value that is not a position as the scripts write it (changed outside the store) counts as none.
 local current = position_of(text)
-if current and current >= tonumber(ARGV.value) then return text end
+local value = tonumber(ARGV.value)
+if current and current >= value then return text end
+if ARGV.aheadUs ~= '' and value > now_us() + tonumber(ARGV.aheadUs) then return '' end
 redis.call('HSET', KEYS.hash, ARGV.field, ARGV.value)
 return ARGV.value
+`,
+);
+
+/**
+ * Lowers the app slot's mark of a shard from `from` (compared as a number)
+ * to `to`; a mark that changed since is left alone. Returns 1 when lowered.
+ */
+export const LOWER = define(
+  'lower',
+  ['marks'] as const,
+  ['shard', 'from', 'to'] as const,
+  `
+local text = redis.call('HGET', KEYS.marks, ARGV.shard)
+if type(text) ~= 'string' or not string.find(text, '^%d+$') or tonumber(text) ~= tonumber(ARGV.from) then return 0 end
+redis.call('HSET', KEYS.marks, ARGV.shard, ARGV.to)
+return 1
 `,
 );
 

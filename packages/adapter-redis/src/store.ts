@@ -71,6 +71,7 @@ import {
   LIST,
   LIST_SHARDS,
   LOAD,
+  LOWER,
   PEEK,
   RAISE,
   READ_APP,
@@ -96,6 +97,7 @@ const scripts: readonly Script[] = [
   READ_APP,
   PEEK,
   RAISE,
+  LOWER,
   LAYOUT,
 ];
 

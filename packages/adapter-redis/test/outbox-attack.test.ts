@@ -14,7 +14,7 @@ import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { RedisSessionService, type RedisSessionServiceOptions, type RedisStoreWarning } from '../src/index.js';
 import { appKeys, FIELD, OUTBOX_INDEX_SUFFIX, shardKeys, shardOf } from '../src/keys.js';
-import { APPEND, APPLY, CREATE, IMPORT, LAYOUT, LOAD, PEEK, RAISE, READ_APP } from '../src/scripts.js';
+import { APPEND, APPLY, CREATE, IMPORT, LAYOUT, LOAD, LOWER, PEEK, RAISE, READ_APP } from '../src/scripts.js';
 import { gated, runs, serverMicros, untilServerTime, usersOfShard } from './attack/hooks.js';
 import {
   hasRedisServer,
@@ -50,7 +50,7 @@ async function outboxEntries(client: Redis, appName: string, shard: number): Pro
 /** Puts every script the outbox protocol runs in each node's cache, so that each call is one EVALSHA (a gate then sees it once). */
 async function loadScripts(nodes: Redis[]): Promise<void> {
   for (const node of nodes) {
-    for (const script of [APPEND, APPLY, CREATE, IMPORT, LAYOUT, LOAD, PEEK, RAISE, READ_APP]) {
+    for (const script of [APPEND, APPLY, CREATE, IMPORT, LAYOUT, LOAD, LOWER, PEEK, RAISE, READ_APP]) {
       await node.script('LOAD', script.source);
     }
   }
@@ -450,6 +450,41 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
     expect(sane(await client.hget(marks, shard))).toBe(true);
     expect(sane(await client.hget(shardKeys(keyPrefix, appName, Number(shard), SHARDS).outbox, FIELD.last))).toBe(true);
     expect(warnings.filter((warning) => warning.appName === appName).length).toBeLessThan(10);
+  });
+
+  // Was a hole: a mark a day ahead of the server's clock (a position by its form, changed outside the
+  // store) was raised to by a read's repair: the shard's next positions were dated a day ahead, so
+  // for a day a catch-up took that shard's lost entries for newer than every other shard's writes.
+  // And the shard's app: writes made while the mark was ahead were taken for applied: their events
+  // were shown without them, and a writer's hand-over of that mark told the shard they were applied.
+  it.each([
+    ['', false],
+    [' (the shard took it for applied: written so before shards refused it)', true],
+  ])('a mark a day ahead is lowered, not raised to: the writes made since are applied, the positions stay on the clock%s', async (_, shardTookIt) => {
+    const appName = `app-${randomUUID()}`;
+    const key = { appName, userId: 'ada', sessionId: 'a' };
+    const writer = service();
+    const session = await writer.createSession(key);
+    await writer.appendEvent({ session, event: testEvent({ 'app:x': 1 }) });
+    const marks = appKeys(keyPrefix, appName).marks;
+    const shard = shardOf('ada', SHARDS);
+    const [seconds = 0, micros = 0] = await client.time();
+    const ahead = String(BigInt(seconds) * 1_000_000n + BigInt(micros) + 86_400_000_000n);
+    await client.hset(marks, String(shard), ahead);
+    await writer.appendEvent({ session, event: testEvent({ 'app:x': 2, 'app:y': 2 }) });
+    // This write hands the shard the mark its writer learned: the one a day ahead.
+    await writer.appendEvent({ session, event: testEvent({ own: 3 }) });
+    const outbox = shardKeys(keyPrefix, appName, shard, SHARDS).outbox;
+    if (shardTookIt) await client.hset(outbox, FIELD.known, ahead);
+    expect((await service().getSession(key))?.state).toEqual({ own: 3, 'app:x': 2, 'app:y': 2 });
+    expect(await service().getAppState({ appName })).toEqual({ x: 2, y: 2 });
+    const hourAhead = (BigInt(seconds) + 3600n) * 1_000_000n;
+    expect(BigInt((await client.hget(marks, String(shard))) ?? '0')).toBeLessThan(hourAhead);
+    expect(BigInt((await client.hget(outbox, FIELD.last)) ?? '0')).toBeLessThan(hourAhead);
+    if (!shardTookIt) expect(BigInt((await client.hget(outbox, FIELD.known)) ?? '0')).toBeLessThan(hourAhead);
+    expect(warnings.filter((warning) => warning.appName === appName).map((warning) => warning.code)).toEqual([
+      'app-mark-ahead',
+    ]);
   });
 
   // Was a hole: an entry added to an outbox outside the store at a position beyond the horizon
