@@ -997,6 +997,7 @@ end
 local applied_at = string.format('%.0f', now_us())
 local function apply_entry(list, position_text, caught_up)
   if caught_up and #list > 0 then
+    local made = tonumber(position_text)
     local keys = {}
     for index = 1, #list, 2 do keys[#keys + 1] = list[index] end
     local kept, stamps = {}, {}
@@ -1005,7 +1006,7 @@ local function apply_entry(list, position_text, caught_up)
       local times = redis.call('HMGET', KEYS.written, unpack(keys, first, last))
       for index = first, last do
         local written = position_of(times[index - first + 1])
-        if not written or written < tonumber(position_text) then
+        if not written or written < made then
           kept[#kept + 1] = list[2 * index - 1]
           kept[#kept + 1] = list[2 * index]
           stamps[#stamps + 1] = list[2 * index - 1]

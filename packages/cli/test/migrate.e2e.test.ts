@@ -231,6 +231,10 @@ describe('adk-state migrate', () => {
       ]);
       expect(run.code).toBe(0);
       expect(run.stdout).toContain('copied 0 new and 1 updated sessions');
+      // The session whose own event the source's replaced is named, not only counted.
+      expect(run.stdout).toContain(
+        `overwritten: greeter/bob/${bobHead?.id} had writes of its own in the target, which the source's session replaced (--on-conflict source)`,
+      );
       expect(await dump(target.service, 'greeter')).toEqual(await dump(source.service, 'greeter'));
     } finally {
       await Promise.all([source.service.close(), target.service.close()]);
