@@ -82,6 +82,18 @@ async function expectPlanKept(report: MigrateReport, target: MemorySessionServic
   expect(await target.getUserState({ appName: 'shop', userId: 'ada' })).toEqual({ plan });
 }
 
+/** Runs `body` with @google/adk's DatabaseSessionService on a SQLite file of its own, removed after. */
+async function withAdkSqlite(body: (adk: DatabaseSessionService) => Promise<void>): Promise<void> {
+  const scratch = await mkdtemp(join(tmpdir(), 'adk-state-slow-clock-'));
+  const adk = new DatabaseSessionService(`sqlite://${join(scratch, 'adk.db')}`);
+  try {
+    await body(adk);
+  } finally {
+    await (adk as unknown as { orm?: { close(): Promise<void> } }).orm?.close();
+    await rm(scratch, { recursive: true, force: true });
+  }
+}
+
 /** What a run that found nothing to do reports, of what {@link settled} looks at. */
 const NOTHING = { changes: 0, conflicts: 0, failed: [], stopped: undefined };
 
@@ -130,10 +142,8 @@ describe('migrate: an event stamped by a slower clock (D3)', () => {
   });
 
   it("copies them from @google/adk's DatabaseSessionService on SQLite, which a second server wrote to with a slower clock", async () => {
-    const scratch = await mkdtemp(join(tmpdir(), 'adk-state-slow-clock-'));
-    const adk = new DatabaseSessionService(`sqlite://${join(scratch, 'adk.db')}`);
-    const target = new MemorySessionService();
-    try {
+    await withAdkSqlite(async (adk) => {
+      const target = new MemorySessionService();
       const created = await adk.createSession({ appName: 'shop', userId: 'ada', sessionId: 's1' });
       const start = created.lastUpdateTime;
       let session = created;
@@ -152,10 +162,7 @@ describe('migrate: an event stamped by a slower clock (D3)', () => {
       expect(copy.events.map((event) => event.id)).toEqual(['e1', 'e3', 'e2']);
       expect(copy.state).toEqual({ n: 3 });
       expect(settled(await copyAll(adk, target, { apps: ['shop'] }))).toEqual(NOTHING);
-    } finally {
-      await (adk as unknown as { orm?: { close(): Promise<void> } }).orm?.close();
-      await rm(scratch, { recursive: true, force: true });
-    }
+    });
   });
 
   it('leaves a copy without events to the times: nothing in it says it came from the source', async () => {
@@ -280,6 +287,76 @@ describe('migrate: clocks that disagree never cost the target a write of its own
 
     const again = await copyAll(source, target, { apps: ['shop'] });
     await expectPlanKept(again, target, 'pro');
+  });
+});
+
+describe("migrate: a target's user: value that is only a copy goes to the source's newer one, whatever the clocks", () => {
+  // Was a conflict for good (exit 3 on every run): on ADK's SQL service, which reads events in
+  // timestamp order, the slower clock's 'pro' comes before the copied 'free' in the log, so the
+  // source's last write of the key by the times was the copied event, a tie with the target's copy.
+  it("gives the target a user: value a slower clock wrote on @google/adk's DatabaseSessionService on SQLite", async () => {
+    await withAdkSqlite(async (adk) => {
+      const target = new MemorySessionService();
+      const key = { appName: 'shop', userId: 'ada', sessionId: 's1' };
+      const created = await adk.createSession(key);
+      const start = created.lastUpdateTime;
+      await adk.appendEvent({ session: created, event: at('e1', start + 1_000, { 'user:plan': 'free' }) });
+      await adk.appendEvent({ session: created, event: at('e2', start + 2_000, { n: 1 }) });
+      await copyAll(adk, target, { apps: ['shop'] });
+      // A second server, its clock behind.
+      const again = (await adk.getSession(key)) as Session;
+      await adk.appendEvent({ session: again, event: at('e3', start + 500, { 'user:plan': 'pro' }) });
+
+      const report = await copyAll(adk, target, { apps: ['shop'], verify: true });
+      expect(report.scopes[0]?.keptInTarget).toEqual([]);
+      expect(report.differences).toEqual([]);
+      expect(await target.getUserState({ appName: 'shop', userId: 'ada' })).toEqual({ plan: 'pro' });
+      expect(settled(await copyAll(adk, target, { apps: ['shop'] }))).toEqual(NOTHING);
+    });
+  });
+
+  it('gives the target a user: value a slower clock wrote in another session of the user', async () => {
+    const source = new MemorySessionService();
+    const target = new MemorySessionService();
+    await put(source, 'ada', 'a', {}, [at('a1', T0 + 900, { x: 1 })]);
+    await put(source, 'ada', 'b', { 'user:plan': 'free' }, [at('b1', T0 + 1_000, { 'user:plan': 'free' })]);
+    await copyAll(source, target, { apps: ['shop'] });
+    await append(source, 'ada', 'a', at('a2', T0 + 500, { 'user:plan': 'pro' }));
+
+    const report = await copyAll(source, target, { apps: ['shop'] });
+    expect(report.scopes[0]?.keptInTarget).toEqual([]);
+    expect(await target.getUserState({ appName: 'shop', userId: 'ada' })).toEqual({ plan: 'pro' });
+    expect(settled(await copyAll(source, target, { apps: ['shop'] }))).toEqual(NOTHING);
+  });
+
+  it('gives the target a user: value the source wrote in a session deleted before the run read it', async () => {
+    const source = new MemorySessionService();
+    const target = new MemorySessionService();
+    await put(source, 'ada', 's1', { 'user:plan': 'free' }, [at('e1', T0 + 1_000, { 'user:plan': 'free' })]);
+    await copyAll(source, target, { apps: ['shop'] });
+    await put(source, 'ada', 's2', {}, []);
+    await append(source, 'ada', 's2', at('later', T0 + 5_000, { 'user:plan': 'pro' }));
+    await source.deleteSession({ appName: 'shop', userId: 'ada', sessionId: 's2' });
+
+    const report = await copyAll(source, target, { apps: ['shop'] });
+    expect(report.scopes[0]?.keptInTarget).toEqual([]);
+    expect(await target.getUserState({ appName: 'shop', userId: 'ada' })).toEqual({ plan: 'pro' });
+  });
+
+  // The rule reads the target's writes: one it cannot rule out leaves the key to the times.
+  it('leaves the key to the times when the target holds a session of its own, or an event of its own that wrote it', async () => {
+    for (const own of ['session', 'event'] as const) {
+      const source = new MemorySessionService();
+      const target = new MemorySessionService();
+      await put(source, 'ada', 'b', { 'user:plan': 'free' }, [at('b1', T0 + 1_000, { 'user:plan': 'free' })]);
+      await copyAll(source, target, { apps: ['shop'] });
+      if (own === 'session') await put(target, 'ada', 'mine', {}, [at('m1', T0 + 800, { x: 1 })]);
+      else await append(target, 'ada', 'b', at('m1', T0 + 800, { 'user:plan': 'free' }));
+      await append(source, 'ada', 'b', at('b2', T0 + 500, { 'user:plan': 'pro' }));
+
+      const report = await copyAll(source, target, { apps: ['shop'] });
+      await expectPlanKept(report, target, 'free');
+    }
   });
 });
 
