@@ -94,6 +94,19 @@ async function withAdkSqlite(body: (adk: DatabaseSessionService) => Promise<void
   }
 }
 
+/** ada's `user:plan` 'free' copied, then 'pro' written on one side in a session deleted since. */
+async function proInDeletedSession(side: 'source' | 'target') {
+  const source = new MemorySessionService();
+  const target = new MemorySessionService();
+  await put(source, 'ada', 's1', { 'user:plan': 'free' }, [at('e1', T0 + 1_000, { 'user:plan': 'free' })]);
+  await copyAll(source, target, { apps: ['shop'] });
+  const writer = side === 'source' ? source : target;
+  await put(writer, 'ada', 'gone', {}, []);
+  await append(writer, 'ada', 'gone', at('t1', T0 + 5_000, { 'user:plan': 'pro' }));
+  await writer.deleteSession({ appName: 'shop', userId: 'ada', sessionId: 'gone' });
+  return { source, target };
+}
+
 /** What a run that found nothing to do reports, of what {@link settled} looks at. */
 const NOTHING = { changes: 0, conflicts: 0, failed: [], stopped: undefined };
 
@@ -248,14 +261,7 @@ describe('migrate: clocks that disagree never cost the target a write of its own
   // A value no surviving event explains (its session was deleted) is not older than the events
   // that remain: the newer value stays, as a conflict.
   it('keeps a user: value the target wrote in a session deleted since', async () => {
-    const source = new MemorySessionService();
-    const target = new MemorySessionService();
-    await put(source, 'ada', 's1', { 'user:plan': 'free' }, [at('e1', T0 + 1_000, { 'user:plan': 'free' })]);
-    await copyAll(source, target, { apps: ['shop'] });
-    await put(target, 'ada', 'gone', {}, []);
-    await append(target, 'ada', 'gone', at('t1', T0 + 5_000, { 'user:plan': 'pro' }));
-    await target.deleteSession({ appName: 'shop', userId: 'ada', sessionId: 'gone' });
-
+    const { source, target } = await proInDeletedSession('target');
     const again = await copyAll(source, target, { apps: ['shop'] });
     await expectPlanKept(again, target, 'pro');
   });
@@ -330,14 +336,7 @@ describe("migrate: a target's user: value that is only a copy goes to the source
   });
 
   it('gives the target a user: value the source wrote in a session deleted before the run read it', async () => {
-    const source = new MemorySessionService();
-    const target = new MemorySessionService();
-    await put(source, 'ada', 's1', { 'user:plan': 'free' }, [at('e1', T0 + 1_000, { 'user:plan': 'free' })]);
-    await copyAll(source, target, { apps: ['shop'] });
-    await put(source, 'ada', 's2', {}, []);
-    await append(source, 'ada', 's2', at('later', T0 + 5_000, { 'user:plan': 'pro' }));
-    await source.deleteSession({ appName: 'shop', userId: 'ada', sessionId: 's2' });
-
+    const { source, target } = await proInDeletedSession('source');
     const report = await copyAll(source, target, { apps: ['shop'] });
     expect(report.scopes[0]?.keptInTarget).toEqual([]);
     expect(await target.getUserState({ appName: 'shop', userId: 'ada' })).toEqual({ plan: 'pro' });
