@@ -17,9 +17,7 @@
  * A conflict goes to the side that last wrote it: for a session, the later
  * `lastUpdateTime`; for a `user:` or `app:` key, the later of its last write
  * on each side (the last event that wrote it, or the creation of a session
- * whose state gave it its value: see {@link lastWriteOf}), or, whatever the
- * times, to the source where the target's value is only a copy of one the
- * source held (see `ScopeClock.copiedFrom`). A tie is left alone. The policy can
+ * whose state gave it its value: see {@link lastWriteOf}). A tie is left alone. The policy can
  * be `target` (leave every conflict alone) or `source` (the source always
  * wins, `--overwrite`). Keys that only the target holds are never removed.
  */
@@ -368,14 +366,9 @@ class ScopeClock {
    * its lastUpdateTime) or no later than `time` (its first event).
    */
   readonly #starts: { time: number; exact: boolean }[] = [];
-  /** The sessions of this side (`userId/id`). */
-  readonly #sessions = new Set<string>();
-  /** Per key of the scope: every event that wrote it, by id, with the value it wrote. */
-  readonly #writers = new Map<string, Map<string, unknown>>();
   constructor(readonly scope: 'user' | 'app') {}
 
   add(session: Session): void {
-    this.#sessions.add(`${session.userId}/${session.id}`);
     const first = session.events[0]?.timestamp;
     this.#starts.push(
       first === undefined ? { time: session.lastUpdateTime, exact: true } : { time: first, exact: false },
@@ -388,9 +381,6 @@ class ScopeClock {
         const last = this.#lastEvents.get(key);
         if (!last || event.timestamp >= last.time)
           this.#lastEvents.set(key, { time: event.timestamp, value: delta[key] });
-        const writers = this.#writers.get(key) ?? new Map<string, unknown>();
-        writers.set(event.id, delta[key]);
-        this.#writers.set(key, writers);
       }
     }
   }
@@ -407,28 +397,6 @@ class ScopeClock {
       if (start.time > written) created = Math.min(created, start.exact ? start.time : written + JUST_AFTER_MS);
     }
     return created === Number.POSITIVE_INFINITY ? written : created;
-  }
-
-  /**
-   * Whether this side's value of `key` is a copy of one `other` held, with
-   * no write of its own beside: every session of this side is one `other`
-   * holds too, every event of this side that wrote the key is one of
-   * `other`'s with the same value, and this side's value is one of those
-   * events' values. Then an earlier run copied it, and `other`, whose value
-   * differs while it holds those events, wrote the key since, whatever the
-   * times say (see {@link scopeDecision}).
-   */
-  copiedFrom(other: ScopeClock, key: string): boolean {
-    for (const session of this.#sessions) if (!other.#sessions.has(session)) return false;
-    const mine = this.#writers.get(key);
-    const theirs = other.#writers.get(key);
-    if (!mine || !theirs || !this.#values.has(key)) return false;
-    let given = false;
-    for (const [id, value] of mine) {
-      if (!theirs.has(id) || !same(theirs.get(id), value)) return false;
-      if (same(value, this.#values.get(key))) given = true;
-    }
-    return given;
   }
 }
 
@@ -1009,12 +977,8 @@ async function scopeDecision(
       try {
         const targetClock = await scopeClockOf(target, appName, scope === 'app' ? undefined : owner, scope);
         // Each key to the side that wrote it last: a later write of another key of the scope does
-        // not carry an older value of this one. A target that shows no write of its own to the key
-        // holds a value the source held once: the source's other value is newer, whatever the times
-        // (an event from a slower clock, which ADK's SQL service also reads before the copied ones).
-        wins = (key) =>
-          sourceWins(policy, sourceClock.lastWrite(key), targetClock.lastWrite(key)) ||
-          targetClock.copiedFrom(sourceClock, key);
+        // not carry an older value of this one.
+        wins = (key) => sourceWins(policy, sourceClock.lastWrite(key), targetClock.lastWrite(key));
       } catch (error) {
         fail(first.head, new Error(`reading the target's sessions of ${label}: ${describe(error)}`, { cause: error }));
         wins = () => false;

@@ -296,11 +296,11 @@ describe('migrate: clocks that disagree never cost the target a write of its own
   });
 });
 
-describe("migrate: a target's user: value that is only a copy goes to the source's newer one, whatever the clocks", () => {
-  // Was a conflict for good (exit 3 on every run): on ADK's SQL service, which reads events in
-  // timestamp order, the slower clock's 'pro' comes before the copied 'free' in the log, so the
-  // source's last write of the key by the times was the copied event, a tie with the target's copy.
-  it("gives the target a user: value a slower clock wrote on @google/adk's DatabaseSessionService on SQLite", async () => {
+describe('migrate: a user: write the times cannot place is a conflict left alone, never a silent loss', () => {
+  // The times say the source's 'pro' came first (a second server's slower clock, which ADK's SQL
+  // service also reads before the copied 'free'). Only the logs say otherwise, and a target's own
+  // write can leave the same trace in them (below): the key is left to the target and reported.
+  it("leaves a user: value a slower clock wrote on @google/adk's DatabaseSessionService on SQLite to the policy", async () => {
     await withAdkSqlite(async (adk) => {
       const target = new MemorySessionService();
       const key = { appName: 'shop', userId: 'ada', sessionId: 's1' };
@@ -309,53 +309,70 @@ describe("migrate: a target's user: value that is only a copy goes to the source
       await adk.appendEvent({ session: created, event: at('e1', start + 1_000, { 'user:plan': 'free' }) });
       await adk.appendEvent({ session: created, event: at('e2', start + 2_000, { n: 1 }) });
       await copyAll(adk, target, { apps: ['shop'] });
-      // A second server, its clock behind.
       const again = (await adk.getSession(key)) as Session;
       await adk.appendEvent({ session: again, event: at('e3', start + 500, { 'user:plan': 'pro' }) });
 
       const report = await copyAll(adk, target, { apps: ['shop'], verify: true });
-      expect(report.scopes[0]?.keptInTarget).toEqual([]);
+      await expectPlanKept(report, target, 'free');
       expect(report.differences).toEqual([]);
+      // The source's value, when asked for.
+      await copyAll(adk, target, { apps: ['shop'], onConflict: 'source' });
       expect(await target.getUserState({ appName: 'shop', userId: 'ada' })).toEqual({ plan: 'pro' });
       expect(settled(await copyAll(adk, target, { apps: ['shop'] }))).toEqual(NOTHING);
     });
   });
 
-  it('gives the target a user: value a slower clock wrote in another session of the user', async () => {
+  it('leaves a user: value a slower clock wrote in another session of the user, or one written in a source session deleted since, to the policy', async () => {
+    const slow = new MemorySessionService();
+    const slowTarget = new MemorySessionService();
+    await put(slow, 'ada', 'a', {}, [at('a1', T0 + 900, { x: 1 })]);
+    await put(slow, 'ada', 'b', { 'user:plan': 'free' }, [at('b1', T0 + 1_000, { 'user:plan': 'free' })]);
+    await copyAll(slow, slowTarget, { apps: ['shop'] });
+    await append(slow, 'ada', 'a', at('a2', T0 + 500, { 'user:plan': 'pro' }));
+    await expectPlanKept(await copyAll(slow, slowTarget, { apps: ['shop'] }), slowTarget, 'free');
+
+    const { source, target } = await proInDeletedSession('source');
+    await expectPlanKept(await copyAll(source, target, { apps: ['shop'] }), target, 'free');
+  });
+
+  // Would be a loss under a rule that gives the source a key the target shows no write of its own
+  // to: the run that replaces the target's session (its conflict goes to the source) drops the
+  // target's own event that wrote the key, and the next run would find only copied events.
+  it("keeps the target's own user: value after a run replaced the session whose event wrote it", async () => {
     const source = new MemorySessionService();
     const target = new MemorySessionService();
-    await put(source, 'ada', 'a', {}, [at('a1', T0 + 900, { x: 1 })]);
-    await put(source, 'ada', 'b', { 'user:plan': 'free' }, [at('b1', T0 + 1_000, { 'user:plan': 'free' })]);
+    await put(source, 'ada', 's1', { 'user:plan': 'pro' }, [
+      at('e1', T0 + 1_000, { 'user:plan': 'free' }),
+      at('e2', T0 + 2_000, { 'user:plan': 'pro' }),
+    ]);
     await copyAll(source, target, { apps: ['shop'] });
-    await append(source, 'ada', 'a', at('a2', T0 + 500, { 'user:plan': 'pro' }));
+    await append(target, 'ada', 's1', at('own', T0 + 3_000, { 'user:plan': 'free' }));
+    await append(source, 'ada', 's1', at('e4', T0 + 4_000, { x: 1 }));
 
-    const report = await copyAll(source, target, { apps: ['shop'] });
-    expect(report.scopes[0]?.keptInTarget).toEqual([]);
-    expect(await target.getUserState({ appName: 'shop', userId: 'ada' })).toEqual({ plan: 'pro' });
-    expect(settled(await copyAll(source, target, { apps: ['shop'] }))).toEqual(NOTHING);
+    const replaced = await copyAll(source, target, { apps: ['shop'] });
+    expect(replaced.overwritten).toEqual(['shop/ada/s1']);
+    await expectPlanKept(replaced, target, 'free');
+    for (let run = 0; run < 2; run++)
+      await expectPlanKept(await copyAll(source, target, { apps: ['shop'] }), target, 'free');
   });
 
-  it('gives the target a user: value the source wrote in a session deleted before the run read it', async () => {
-    const { source, target } = await proInDeletedSession('source');
-    const report = await copyAll(source, target, { apps: ['shop'] });
-    expect(report.scopes[0]?.keptInTarget).toEqual([]);
-    expect(await target.getUserState({ appName: 'shop', userId: 'ada' })).toEqual({ plan: 'pro' });
-  });
-
-  // The rule reads the target's writes: one it cannot rule out leaves the key to the times.
-  it('leaves the key to the times when the target holds a session of its own, or an event of its own that wrote it', async () => {
-    for (const own of ['session', 'event'] as const) {
-      const source = new MemorySessionService();
-      const target = new MemorySessionService();
-      await put(source, 'ada', 'b', { 'user:plan': 'free' }, [at('b1', T0 + 1_000, { 'user:plan': 'free' })]);
-      await copyAll(source, target, { apps: ['shop'] });
-      if (own === 'session') await put(target, 'ada', 'mine', {}, [at('m1', T0 + 800, { x: 1 })]);
-      else await append(target, 'ada', 'b', at('m1', T0 + 800, { 'user:plan': 'free' }));
-      await append(source, 'ada', 'b', at('b2', T0 + 500, { 'user:plan': 'pro' }));
-
-      const report = await copyAll(source, target, { apps: ['shop'] });
-      await expectPlanKept(report, target, 'free');
-    }
+  // The same under a rule that trusts a session the source also holds by its id: both apps made a
+  // session 'main', the target's with the newest value of the key in its creation state.
+  it("keeps a user: value given at the creation of a target session whose id the source's app used too", async () => {
+    let now = T0;
+    const source = new MemorySessionService({ now: () => now } as never);
+    const target = new MemorySessionService({ now: () => now } as never);
+    await put(source, 'ada', 's1', { 'user:plan': 'pro' }, [
+      at('e1', T0 + 1_000, { 'user:plan': 'free' }),
+      at('e2', T0 + 2_000, { 'user:plan': 'pro' }),
+    ]);
+    await copyAll(source, target, { apps: ['shop'] });
+    now = T0 + 3_000;
+    await source.createSession({ appName: 'shop', userId: 'ada', sessionId: 'main' });
+    now = T0 + 4_000;
+    await target.createSession({ appName: 'shop', userId: 'ada', sessionId: 'main', state: { 'user:plan': 'free' } });
+    for (let run = 0; run < 2; run++)
+      await expectPlanKept(await copyAll(source, target, { apps: ['shop'] }), target, 'free');
   });
 });
 
