@@ -400,11 +400,16 @@ class ScopeClock {
   }
 }
 
+/** The `user:`/`app:` keys a run left to the target on purpose. */
+export interface KeptKeys {
+  has(key: string): boolean;
+}
+
 /** Field-by-field differences between a source session and its copy (`user:`/`app:` keys the run left alone excepted). */
 export function compareCopies(
   source: Session,
   target: Session | undefined,
-  keptInTarget: ReadonlySet<string> = new Set(),
+  keptInTarget: KeptKeys = new Set(),
 ): Difference[] {
   const session = `${source.appName}/${source.userId}/${source.id}`;
   if (!target) return [{ session, field: 'session', source: 'present', target: 'missing' }];
@@ -635,7 +640,7 @@ export async function copyAll(
   }
   const progress: MigrateProgress = { appName: '', done: 0, total: report.sessions, events: 0, startedAt: Date.now() };
   const unlisted = new Set(report.unlisted);
-  const copied: { session: Session; kept: Set<string> }[] = [];
+  const copied: { session: Session; kept: KeptKeys }[] = [];
   let failuresInARow = 0;
   // The scopes the run is at, reported when it stops there.
   let appScope: ScopeWrites | undefined;
@@ -696,10 +701,11 @@ export async function copyAll(
        */
       const write = async (item: Item, open: readonly ScopeWrites[]): Promise<void> => {
         const full = item.full as Session;
-        const shared = Object.assign({}, ...open.map((scope) => scope.toWrite(full))) as Record<string, unknown>;
-        const state = { ...scopeState(full.state, 'session'), ...shared };
+        let shared = Object.assign({}, ...open.map((scope) => scope.toWrite(full))) as Record<string, unknown>;
         if (!options.dryRun) {
           if (item.decision === 'update' && item.existing) await assertTargetAsRead(target, item.existing);
+          for (const scope of open) shared = await scope.withoutTargetWrites(target, shared);
+          const state = { ...scopeState(full.state, 'session'), ...shared };
           const outcome = await target.importSession({ ...full, state }, { replace: item.decision === 'update' });
           if (outcome === 'exists') throw new Error('another writer created it in the target during the run');
         }
@@ -752,7 +758,8 @@ export async function copyAll(
         const user = new ScopeWrites(await scopeDecision(appName, 'user', group, owner, scopes));
         userScope = user;
         const open = [user, app];
-        const kept = new Set([...app.keptInTarget, ...user.keptInTarget]);
+        // Read at the check: a key the target wrote during the run joins them when a write finds it.
+        const kept: KeptKeys = { has: (key) => app.keptInTarget.includes(key) || user.keptInTarget.includes(key) };
         for (const item of group) {
           checkSignal();
           if (!(await load(item))) {
@@ -843,7 +850,7 @@ interface ScopeDecision {
 class ScopeWrites {
   /** Keys carried by an import, and the last value carried. */
   readonly #carried = new Map<string, unknown>();
-  readonly #keep: ReadonlySet<string>;
+  readonly #keep: Set<string>;
   constructor(readonly decision: ScopeDecision) {
     this.#keep = new Set(decision.keptInTarget);
   }
@@ -874,6 +881,35 @@ class ScopeWrites {
     return result;
   }
 
+  /**
+   * `shared` (what an import is about to carry, of every scope) without this
+   * scope's keys whose target value is no longer the one this run last knew
+   * (read when the scope was decided, or written by the run since): the app,
+   * writing to the target, wrote them during the run. They are left to the
+   * target as conflicts (a later run decides them anew). Read just before the
+   * import, which narrows the window to the moment between the two.
+   */
+  async withoutTargetWrites(
+    target: ImportingService,
+    shared: Record<string, unknown>,
+  ): Promise<Record<string, unknown>> {
+    const { seen, label, appName } = this.decision;
+    const prefix = label === 'app' ? 'app:' : 'user:';
+    const mine = Object.keys(shared).filter((key) => key.startsWith(prefix));
+    if (mine.length === 0 || !seen) return shared;
+    const now = await targetScope(target, appName, label);
+    const result = { ...shared };
+    for (const key of mine) {
+      const knew = this.#carried.has(key) || Object.hasOwn(seen.target, key);
+      const known = this.#carried.has(key) ? this.#carried.get(key) : seen.target[key];
+      if (Object.hasOwn(now, key) === knew && (!knew || same(now[key], known))) continue;
+      delete result[key];
+      this.#keep.add(key);
+      this.decision.keptInTarget.push(key);
+    }
+    return result;
+  }
+
   /** Records what an import carried (of every scope: the keys of others are passed over). */
   carried(shared: Record<string, unknown>): void {
     const prefix = this.decision.label === 'app' ? 'app:' : 'user:';
@@ -882,7 +918,7 @@ class ScopeWrites {
 
   /** Keys decided to write that no import carried yet. */
   unwritten(): string[] {
-    return Object.keys(this.decision.write).filter((key) => !this.#carried.has(key));
+    return Object.keys(this.decision.write).filter((key) => !this.#carried.has(key) && !this.#keep.has(key));
   }
 
   /** Adds what became of the scope to `report` (nothing when no key was written, to write or left alone); once. */
@@ -932,14 +968,9 @@ async function scopeDecision(
   const nothing: ScopeDecision = { appName, label, write: {}, keptInTarget: [] };
   if (!first?.full) return nothing;
   const sourceKeys = scopeState(first.full.state, scope);
-  let targetKeys: Record<string, unknown> = {};
+  let targetKeys: Record<string, unknown>;
   try {
-    const bucket =
-      scope === 'app'
-        ? await target.getAppState({ appName })
-        : await target.getUserState({ appName, userId: owner as string });
-    for (const [key, value] of Object.entries(bucket)) targetKeys[`${scope}:${key}`] = value;
-    targetKeys = JSON.parse(JSON.stringify(targetKeys)) as Record<string, unknown>;
+    targetKeys = await targetScope(target, appName, label);
   } catch (error) {
     fail(first.head, new Error(`reading the target's ${label} state: ${describe(error)}`, { cause: error }));
     return nothing;
@@ -990,6 +1021,18 @@ async function scopeDecision(
     }
   }
   return { appName, label, write, keptInTarget, seen: { source: sourceKeys, target: targetKeys } };
+}
+
+/** The target's keys of the scope `label` names (`app`, or `user:<id>`), with their prefix, as stored JSON. */
+async function targetScope(target: ImportingService, appName: string, label: string): Promise<Record<string, unknown>> {
+  const scope = label === 'app' ? 'app' : 'user';
+  const bucket =
+    scope === 'app'
+      ? await target.getAppState({ appName })
+      : await target.getUserState({ appName, userId: label.slice('user:'.length) });
+  const keys: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(bucket)) keys[`${scope}:${key}`] = value;
+  return JSON.parse(JSON.stringify(keys)) as Record<string, unknown>;
 }
 
 /** The {@link ScopeClock} of an app's sessions (or one user's) in a store, read one session at a time. */

@@ -429,6 +429,36 @@ describe('migrate: user: state written to the source during the run (D5)', () =>
   });
 });
 
+describe('migrate: the target written during the run', () => {
+  // Was a loss: a user: key decided to write (the target lacked it) was carried by the import
+  // although the app, writing to the target, had written it since: its value went under the
+  // source's, with exit 0, and no later run saw anything to decide (the values were equal).
+  it('leaves to the target a user: key it wrote after the run decided the key, and says so', async () => {
+    const source = new MemorySessionService();
+    const stored = new MemorySessionService();
+    await put(source, 'ada', 's1', {}, [at('e1', T0 + 1_000, { n: 1 })]);
+    await copyAll(source, stored, { apps: ['shop'] });
+    await append(source, 'ada', 's1', at('e2', T0 + 2_000, { 'user:plan': 'pro' }));
+    let reads = 0;
+    // The run reads the target's copy of s1 twice: to decide it, then just before replacing it.
+    const target = beforeReads(stored, async ({ sessionId }) => {
+      if (sessionId !== 's1' || ++reads !== 2) return;
+      await put(stored, 'ada', 'mine', {}, []);
+      await append(stored, 'ada', 'mine', at('m1', T0 + 9_000, { 'user:plan': 'free' }));
+    });
+
+    const report = await copyAll(source, target, { apps: ['shop'], verify: true });
+    expect(reads).toBe(3); // and once more by --verify
+    expect(report.decisions.update).toBe(1);
+    expect(report.scopes).toEqual([
+      { appName: 'shop', scope: 'user:ada', written: [], keptInTarget: ['user:plan'], unwritten: [] },
+    ]);
+    expect(report.differences).toEqual([]);
+    expect(conflictsLeft(report)).toBe(1);
+    expect(await stored.getUserState({ appName: 'shop', userId: 'ada' })).toEqual({ plan: 'free' });
+  });
+});
+
 describe('migrate: a run that stops names the user: and app: keys it wrote (D2)', () => {
   async function twoUsers(source: MemorySessionService): Promise<void> {
     await put(source, 'ada', 'a', { 'user:plan': 'free', 'app:motd': 'hi' }, [
