@@ -504,14 +504,26 @@ export class Outbox {
       const { view } = again;
       if (oneMoment(view, before.mark)) break;
       if (before.mark > view.last) {
-        // Read before the shard, the mark is above every position the shard gave: the shard lost them,
-        // or the mark was changed outside the store (far ahead of the shard's clock). A mark lowered
-        // to what the shard was told is applied lets this read apply the entries above it.
+        // Read before the shard, the mark is above every position the shard gave: the shard lost
+        // positions (a failover), or the mark was changed outside the store. It is lowered to what
+        // the shard was told is applied, and this read applies the entries above that as a catch-up:
+        // each only to the keys last written before it was made, as the mark may or may not have
+        // covered it (applied before the shard lost positions or the mark was changed; or made since,
+        // and taken for applied).
         const lowered = await this.#repair(operation, call, appName, keys, 'shard-position-behind', before.mark, view);
-        // Another reader lowered it first: this read's app read is of the mark before.
-        if (lowered === 'changed' && round < READ_ATTEMPTS)
-          return this.read(operation, call, appName, keys, load, round + 1);
-        if (typeof lowered === 'number') app = { ...before, mark: lowered };
+        if (lowered === 'changed') {
+          // Another reader lowered it first: this read's app read is of the mark before.
+          if (round < READ_ATTEMPTS) return this.read(operation, call, appName, keys, load, round + 1);
+          this.#options.warn({
+            code: 'read-not-one-moment',
+            appName,
+            shard,
+            message: `a session read found the app slot's mark of shard ${shard} changed under its repair ${READ_ATTEMPTS} times; it shows the app state of its last read, which may lack app: writes of appends it shows`,
+          });
+        } else if (lowered !== undefined) {
+          app = { ...before, mark: lowered };
+          shardRead = { ...again, view: { ...view, known: Math.max(view.known, before.mark) } };
+        }
         break;
       }
       const after = await this.readApp(operation, call, appName, shard);
@@ -555,13 +567,18 @@ export class Outbox {
   }
 
   /**
-   * Raises what fell behind and says so; a repair that cannot be written
-   * (the server refuses writes) is reported too, and the read answers all
-   * the same. An app mark more than {@link MARK_AHEAD_US} ahead of the
-   * shard's clock is not raised to but lowered to the shard's known position
-   * (no entry lies between the two: the shard gave none above its last);
-   * returns the mark it was lowered to, or 'changed' when the mark had
-   * changed meanwhile (another reader lowered it).
+   * Repairs what the slots disagree on and says so; a repair that cannot be
+   * written (the server refuses writes) is reported too, and the read
+   * answers all the same. An app mark below the entries the shard removed is
+   * raised to them. An app mark above the shard's last position is lowered
+   * to the last position the shard was told is applied (no entry lies
+   * between: the shard gave none above its last), for the read to catch up
+   * the entries above that; and the shard's last position is raised to the
+   * mark, so that its next entries come after it, unless the mark is more
+   * than {@link MARK_AHEAD_US} ahead of the shard's clock (changed outside
+   * the store: the shard's next entries would be dated ahead of every other
+   * shard's writes). Returns the mark it was lowered to, or 'changed' when
+   * the mark had changed meanwhile (another reader lowered it).
    */
   async #repair(
     operation: string,
@@ -579,29 +596,40 @@ export class Outbox {
       code === 'app-mark-behind'
         ? appMarkBehind(shard, String(mark), view.floor)
         : `shard ${shard}'s last outbox position (${view.last}) is below the app slot's mark (${mark}): the shard lost writes that were applied to the app slot (a failover to a replica that lagged?)`;
-    let outcome =
-      code === 'app-mark-behind' ? 'the mark was raised, the lost app: writes stay lost' : 'the position was raised';
-    let lowered: number | undefined;
     try {
       if (code === 'app-mark-behind') {
         await this.#raise(operation, call, marks, String(shard), view.floor, '');
-      } else if ((await this.#raise(operation, call, keys.outbox, FIELD.last, mark, String(MARK_AHEAD_US))) === '') {
-        const to = Math.max(view.known, view.floor);
+        this.#options.warn({
+          code,
+          appName,
+          shard,
+          message: `${message}; the mark was raised, the lost app: writes stay lost`,
+        });
+        return undefined;
+      }
+      let outcome = 'the position was raised';
+      if ((await this.#raise(operation, call, keys.outbox, FIELD.last, mark, String(MARK_AHEAD_US))) === '') {
         warning = 'app-mark-ahead';
         message = `the app slot's mark of shard ${shard} (${mark}) is more than ${MARK_AHEAD_US / 1e6} s ahead of the shard's clock (changed outside the store?)`;
-        const done = await this.#run(
-          operation,
-          false,
-          call,
-          LOWER,
-          keyList(LOWER, { marks }),
-          argList(LOWER, { shard: String(shard), from: String(mark), to: String(to) }),
-        );
-        if (done !== 1) return 'changed';
-        lowered = to;
-        outcome = `it was lowered to ${to}, the last position the shard was told is applied; the shard's entries above it are applied`;
+        outcome = 'the position was left as it is';
       }
-      this.#options.warn({ code: warning, appName, shard, message: `${message}; ${outcome}` });
+      const to = Math.max(view.known, view.floor);
+      const lowered = await this.#run(
+        operation,
+        false,
+        call,
+        LOWER,
+        keyList(LOWER, { marks }),
+        argList(LOWER, { shard: String(shard), from: String(mark), to: String(to) }),
+      );
+      if (lowered !== 1) return 'changed';
+      this.#options.warn({
+        code: warning,
+        appName,
+        shard,
+        message: `${message}; ${outcome}, and the mark lowered to ${to} (the last position the shard was told is applied) for the entries above it to be caught up`,
+      });
+      return to;
     } catch (error) {
       this.#options.warn({
         code: warning,
@@ -610,8 +638,8 @@ export class Outbox {
         cause: error,
         message: `${message}; repairing it failed (${error instanceof Error ? error.message : String(error)}), the next read tries again`,
       });
+      return undefined;
     }
-    return lowered;
   }
 
   #raise(operation: string, call: StoreCall | undefined, hash: string, field: string, value: number, aheadUs: string) {
@@ -753,11 +781,12 @@ function slotId(appName: string, shard: number): string {
   return `${shard}#${appName}`;
 }
 
-/** Sets `id` in a map kept to {@link ACK_MEMORY} entries (the oldest goes first). */
 /** What an `app-mark-behind` warning says before what the repair did. */
 function appMarkBehind(shard: number, mark: string, floor: number): string {
   return `the app slot's mark of shard ${shard} (${mark}) is below entries the shard removed as applied (up to ${floor}): the app slot lost applied writes (a failover to a replica that lagged?)`;
 }
+
+/** Sets `id` in a map kept to {@link ACK_MEMORY} entries (the oldest goes first). */
 
 function remember<V>(map: Map<string, V>, id: string, value: V): void {
   map.delete(id);

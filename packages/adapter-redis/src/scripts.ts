@@ -1144,7 +1144,7 @@ return outbox_view(KEYS.outbox, outbox_ack(KEYS.outbox, ARGV.ack, ARGV.keepUs), 
  * minute): more than the clocks of a cluster's servers disagree. A mark
  * further ahead was changed outside the store, and a last position raised to
  * it would date the shard's next entries ahead of every other shard's writes
- * (see APPLY's catch-up); such a mark is lowered instead ({@link LOWER}).
+ * (see APPLY's catch-up).
  */
 export const MARK_AHEAD_US = 60_000_000;
 

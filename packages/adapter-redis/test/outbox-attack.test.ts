@@ -452,6 +452,27 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
     expect(warnings.filter((warning) => warning.appName === appName).length).toBeLessThan(10);
   });
 
+  /** `now` plus `seconds`, as a position on the server's clock. */
+  async function ahead(seconds: number): Promise<string> {
+    const [now = 0, micros = 0] = await client.time();
+    return String(BigInt(now) * 1_000_000n + BigInt(micros) + BigInt(Math.round(seconds * 1e6)));
+  }
+
+  /** ada's session with app:x = 1 applied, then its shard's mark changed to `seconds` ahead, then app:x = 2, app:y = 2 appended. */
+  async function markAheadAfterOneWrite(seconds: number) {
+    const appName = `app-${randomUUID()}`;
+    const key = { appName, userId: 'ada', sessionId: 'a' };
+    const writer = service();
+    const session = await writer.createSession(key);
+    await writer.appendEvent({ session, event: testEvent({ 'app:x': 1 }) });
+    const marks = appKeys(keyPrefix, appName).marks;
+    const shard = shardOf('ada', SHARDS);
+    const mark = await ahead(seconds);
+    await client.hset(marks, String(shard), mark);
+    await writer.appendEvent({ session, event: testEvent({ 'app:x': 2, 'app:y': 2 }) });
+    return { appName, key, writer, session, marks, shard, mark };
+  }
+
   // Was a hole: a mark a day ahead of the server's clock (a position by its form, changed outside the
   // store) was raised to by a read's repair: the shard's next positions were dated a day ahead, so
   // for a day a catch-up took that shard's lost entries for newer than every other shard's writes.
@@ -461,30 +482,60 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
     ['', false],
     [' (the shard took it for applied: written so before shards refused it)', true],
   ])('a mark a day ahead is lowered, not raised to: the writes made since are applied, the positions stay on the clock%s', async (_, shardTookIt) => {
-    const appName = `app-${randomUUID()}`;
-    const key = { appName, userId: 'ada', sessionId: 'a' };
-    const writer = service();
-    const session = await writer.createSession(key);
-    await writer.appendEvent({ session, event: testEvent({ 'app:x': 1 }) });
-    const marks = appKeys(keyPrefix, appName).marks;
-    const shard = shardOf('ada', SHARDS);
-    const [seconds = 0, micros = 0] = await client.time();
-    const ahead = String(BigInt(seconds) * 1_000_000n + BigInt(micros) + 86_400_000_000n);
-    await client.hset(marks, String(shard), ahead);
-    await writer.appendEvent({ session, event: testEvent({ 'app:x': 2, 'app:y': 2 }) });
+    const { appName, key, writer, session, marks, shard, mark } = await markAheadAfterOneWrite(86_400);
     // This write hands the shard the mark its writer learned: the one a day ahead.
     await writer.appendEvent({ session, event: testEvent({ own: 3 }) });
     const outbox = shardKeys(keyPrefix, appName, shard, SHARDS).outbox;
-    if (shardTookIt) await client.hset(outbox, FIELD.known, ahead);
+    if (shardTookIt) await client.hset(outbox, FIELD.known, mark);
     expect((await service().getSession(key))?.state).toEqual({ own: 3, 'app:x': 2, 'app:y': 2 });
     expect(await service().getAppState({ appName })).toEqual({ x: 2, y: 2 });
-    const hourAhead = (BigInt(seconds) + 3600n) * 1_000_000n;
+    const hourAhead = BigInt(mark) - 82_800_000_000n;
     expect(BigInt((await client.hget(marks, String(shard))) ?? '0')).toBeLessThan(hourAhead);
     expect(BigInt((await client.hget(outbox, FIELD.last)) ?? '0')).toBeLessThan(hourAhead);
     if (!shardTookIt) expect(BigInt((await client.hget(outbox, FIELD.known)) ?? '0')).toBeLessThan(hourAhead);
     expect(warnings.filter((warning) => warning.appName === appName).map((warning) => warning.code)).toEqual([
       'app-mark-ahead',
     ]);
+  });
+
+  // Was a hole in the fix above: whether the mark was lowered or the shard's last position raised
+  // to it was told by the clock at the read, and an app: write made while the mark was more than a
+  // minute ahead, read when it was less, stayed taken for applied: lost, acknowledged.
+  it('an app: write made while the mark was ahead is applied, however far ahead it is by the read', async () => {
+    const { appName, key } = await markAheadAfterOneWrite(61.5);
+    // Less than a minute ahead by now.
+    await new Promise((resolve) => setTimeout(resolve, 2_000));
+    expect((await service().getSession(key))?.state).toEqual({ 'app:x': 2, 'app:y': 2 });
+    expect(await service().getAppState({ appName })).toEqual({ x: 2, y: 2 });
+    expect(warnings.filter((warning) => warning.appName === appName).map((warning) => warning.code)).toEqual([
+      'shard-position-behind',
+    ]);
+  });
+
+  // Was a hole in the fix above: the entries above the lowered mark were applied as new, though the
+  // mark may have covered them: one applied before the mark was changed (its mark not yet handed to
+  // the shard) came back over a newer value of another shard, and one made while the mark was ahead
+  // went over a value another shard wrote after it.
+  it.each([
+    ['applied before the mark was changed', true],
+    ['made while the mark was ahead', false],
+  ])('the lowered mark catches up an entry %s only where no later write landed', async (_, before) => {
+    const appName = `app-${randomUUID()}`;
+    const [ada] = usersOfShard(shardOf, SHARDS, 5, 'q', 1) as [string];
+    const [bob] = usersOfShard(shardOf, SHARDS, 9, 'r', 1) as [string];
+    const writer = service();
+    const mine = await writer.createSession({ appName, userId: ada, sessionId: 'a' });
+    const theirs = await writer.createSession({ appName, userId: bob, sessionId: 'b' });
+    const damage = async () => client.hset(appKeys(keyPrefix, appName).marks, '5', await ahead(3_600));
+    if (!before) await damage();
+    await writer.appendEvent({ session: mine, event: testEvent({ 'app:y': 'A', 'app:z': 'A' }) });
+    await writer.appendEvent({ session: theirs, event: testEvent({ 'app:y': 'B' }) });
+    if (before) await damage();
+    expect((await service().getSession({ appName, userId: ada, sessionId: 'a' }))?.state).toEqual({
+      'app:y': 'B',
+      'app:z': 'A',
+    });
+    expect(await service().getAppState({ appName })).toEqual({ y: 'B', z: 'A' });
   });
 
   // Was a hole: an entry added to an outbox outside the store at a position beyond the horizon
