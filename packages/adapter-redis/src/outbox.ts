@@ -787,7 +787,6 @@ function appMarkBehind(shard: number, mark: string, floor: number): string {
 }
 
 /** Sets `id` in a map kept to {@link ACK_MEMORY} entries (the oldest goes first). */
-
 function remember<V>(map: Map<string, V>, id: string, value: V): void {
   map.delete(id);
   map.set(id, value);

@@ -198,8 +198,8 @@ local function outbox_ack(outbox, ack, keep_us)
   local meta = outbox_meta(outbox)
   local acked = position_of(ack)
   -- A mark above the last position given is not one of this outbox's entries: the shard lost them
-  -- (a failover; a read raises the last position) or the mark was changed outside the store (a
-  -- read lowers it). Taken as known, it would mark entries made since as applied.
+  -- (a failover) or the mark was changed outside the store; a read lowers it. Taken as known, it
+  -- would mark entries made since as applied.
   if acked and acked > meta[2] and acked <= meta[1] then
     meta[2] = acked
     redis.call('HSET', outbox, ${F.known}, ack)
