@@ -54,8 +54,8 @@
  */
 import { setMaxListeners } from 'node:events';
 import { type StoreCall, settledWithin, ToldOnce, UnreadableDataError } from '@adk-state/core/store';
-import { type AppKeys, appKeys, FIELD, type ShardKeys, shardKeys } from './keys.js';
-import { APPLY, argList, keyList, LOWER, MARK_AHEAD_US, PEEK, RAISE, READ_APP, type Script } from './scripts.js';
+import { type AppKeys, appKeys, type ShardKeys, shardKeys } from './keys.js';
+import { APPLY, argList, keyList, MARK_AHEAD_US, PEEK, RAISE, READ_APP, type Script } from './scripts.js';
 
 /**
  * Runs one script for one store step (the store's `#run`). A write waits for
@@ -366,9 +366,16 @@ export class Outbox {
     appName: string,
     shard: number,
     view: OutboxView,
-    { wantBucket, waited = true }: { wantBucket: boolean; waited?: boolean },
-  ): Promise<{ bucket: string[]; caughtUp: number; mark: number }> {
+    {
+      wantBucket,
+      waited = true,
+      lower,
+    }: { wantBucket: boolean; waited?: boolean; lower?: { from: number; to: number } },
+  ): Promise<{ bucket: string[]; caughtUp: number; mark: number; lowered: 0 | 1 | 2 }> {
     const app = appKeys(this.#options.prefix, appName);
+    const lowering = lower
+      ? { lowerShard: String(shard), lowerFrom: String(lower.from), lowerTo: String(lower.to) }
+      : NO_LOWERING;
     let current = view;
     for (let attempt = 1; ; attempt++) {
       const reply = (await this.#run(
@@ -377,16 +384,17 @@ export class Outbox {
         call,
         APPLY,
         keyList(APPLY, { appState: app.appState, marks: app.marks, written: app.written }),
-        argList(APPLY, { wantBucket: wantBucket ? '1' : '0' }, group(shard, current)),
+        argList(APPLY, { wantBucket: wantBucket ? '1' : '0', ...lowering }, group(shard, current)),
         waited,
       )) as [Array<string | number>, string[] | number];
       const [marks, bucket] = reply;
       const mark = String(marks[1]);
-      const gap = Number(marks[2]) === 1;
-      if (!gap) {
+      const state = Number(marks[2]);
+      if (state !== 1) {
         this.#learn(appName, shard, mark, true);
         const caughtUp = POSITION.test(String(marks[3])) ? Number(marks[3]) : -1;
-        return { bucket: Array.isArray(bucket) ? bucket : [], caughtUp, mark: Number(mark) };
+        const lowered = state === 2 ? 1 : state === 3 ? 2 : 0;
+        return { bucket: Array.isArray(bucket) ? bucket : [], caughtUp, mark: Number(mark), lowered };
       }
       if (attempt >= APPLY_ATTEMPTS) {
         throw new UnreadableDataError(
@@ -409,7 +417,7 @@ export class Outbox {
         shard,
       );
       if (current.floor > Number(mark) || attempt >= 3) {
-        await this.#raise(operation, call, app.marks, String(shard), current.floor, '');
+        await this.#raise(operation, call, app.marks, String(shard), current.floor);
         this.#options.warn({
           code: 'app-mark-behind',
           appName,
@@ -506,11 +514,11 @@ export class Outbox {
       if (before.mark > view.last) {
         // Read before the shard, the mark is above every position the shard gave: the shard lost
         // positions (a failover), or the mark was changed outside the store. It is lowered to what
-        // the shard was told is applied, and this read applies the entries above that as a catch-up:
-        // each only to the keys last written before it was made, as the mark may or may not have
-        // covered it (applied before the shard lost positions or the mark was changed; or made since,
-        // and taken for applied).
-        const lowered = await this.#repair(operation, call, appName, keys, 'shard-position-behind', before.mark, view);
+        // the shard was told is applied, and the entries above that caught up, in one script: each
+        // only to the keys last written before it was made, as the mark may or may not have covered
+        // it (applied before the shard lost positions or the mark was changed; or made since, and
+        // taken for applied).
+        const lowered = await this.#lower({ operation, call, appName, shard, mark: before.mark, view });
         if (lowered === 'changed') {
           // Another reader lowered it first: this read's app read is of the mark before.
           if (round < READ_ATTEMPTS) return this.read(operation, call, appName, keys, load, round + 1);
@@ -521,8 +529,8 @@ export class Outbox {
             message: `a session read found the app slot's mark of shard ${shard} changed under its repair ${READ_ATTEMPTS} times; it shows the app state of its last read, which may lack app: writes of appends it shows`,
           });
         } else if (lowered !== undefined) {
-          app = { ...before, mark: lowered };
-          shardRead = { ...again, view: { ...view, known: Math.max(view.known, before.mark) } };
+          // Every entry of this read's shard read is applied: the bucket after is of its moment.
+          return { result: again.result, appState: lowered };
         }
         break;
       }
@@ -531,7 +539,7 @@ export class Outbox {
       if (oneMoment(view, after.mark)) break;
       if (after.mark < view.floor) {
         // Read after the shard, the mark is below entries the shard removed as applied: the app slot lost marks.
-        await this.#repair(operation, call, appName, keys, 'app-mark-behind', after.mark, view);
+        await this.#repair({ operation, call, appName, shard, mark: after.mark, view });
         break;
       }
     }
@@ -567,89 +575,98 @@ export class Outbox {
   }
 
   /**
-   * Repairs what the slots disagree on and says so; a repair that cannot be
-   * written (the server refuses writes) is reported too, and the read
-   * answers all the same. An app mark below the entries the shard removed is
-   * raised to them. An app mark above the shard's last position is lowered
-   * to the last position the shard was told is applied (no entry lies
-   * between: the shard gave none above its last), for the read to catch up
-   * the entries above that; and the shard's last position is raised to the
-   * mark, so that its next entries come after it, unless the mark is more
-   * than {@link MARK_AHEAD_US} ahead of the shard's clock (changed outside
-   * the store: the shard's next entries would be dated ahead of every other
-   * shard's writes). Returns the mark it was lowered to, or 'changed' when
-   * the mark had changed meanwhile (another reader lowered it).
+   * Raises an app mark found below the entries the shard removed as applied
+   * (the app slot lost them) and says so; a repair that cannot be written
+   * (the server refuses writes) is reported too, and the read answers all
+   * the same.
    */
-  async #repair(
-    operation: string,
-    call: StoreCall | undefined,
-    appName: string,
-    keys: ShardKeys,
-    code: 'app-mark-behind' | 'shard-position-behind',
-    mark: number,
-    view: OutboxView,
-  ): Promise<number | 'changed' | undefined> {
-    const { shard } = keys;
-    const marks = appKeys(this.#options.prefix, appName).marks;
-    let warning: RedisStoreWarning['code'] = code;
-    let message =
-      code === 'app-mark-behind'
-        ? appMarkBehind(shard, String(mark), view.floor)
-        : `shard ${shard}'s last outbox position (${view.last}) is below the app slot's mark (${mark}): the shard lost writes that were applied to the app slot (a failover to a replica that lagged?)`;
+  async #repair({ operation, call, appName, shard, mark, view }: Disagreement): Promise<void> {
+    const message = appMarkBehind(shard, String(mark), view.floor);
     try {
-      if (code === 'app-mark-behind') {
-        await this.#raise(operation, call, marks, String(shard), view.floor, '');
-        this.#options.warn({
-          code,
-          appName,
-          shard,
-          message: `${message}; the mark was raised, the lost app: writes stay lost`,
-        });
-        return undefined;
-      }
-      let outcome = 'the position was raised';
-      if ((await this.#raise(operation, call, keys.outbox, FIELD.last, mark, String(MARK_AHEAD_US))) === '') {
-        warning = 'app-mark-ahead';
-        message = `the app slot's mark of shard ${shard} (${mark}) is more than ${MARK_AHEAD_US / 1e6} s ahead of the shard's clock (changed outside the store?)`;
-        outcome = 'the position was left as it is';
-      }
-      const to = Math.max(view.known, view.floor);
-      const lowered = await this.#run(
-        operation,
-        false,
-        call,
-        LOWER,
-        keyList(LOWER, { marks }),
-        argList(LOWER, { shard: String(shard), from: String(mark), to: String(to) }),
-      );
-      if (lowered !== 1) return 'changed';
+      await this.#raise(operation, call, appKeys(this.#options.prefix, appName).marks, String(shard), view.floor);
       this.#options.warn({
-        code: warning,
+        code: 'app-mark-behind',
         appName,
         shard,
-        message: `${message}; ${outcome}, and the mark lowered to ${to} (the last position the shard was told is applied) for the entries above it to be caught up`,
+        message: `${message}; the mark was raised, the lost app: writes stay lost`,
       });
-      return to;
     } catch (error) {
-      this.#options.warn({
-        code: warning,
+      this.#failedRepair('app-mark-behind', appName, shard, `${message}; raising it`, error);
+    }
+  }
+
+  /** Reports a repair that could not be written (`what` names it); the read answers all the same. */
+  #failedRepair(code: RedisStoreWarning['code'], appName: string, shard: number, what: string, error: unknown): void {
+    const reason = error instanceof Error ? error.message : String(error);
+    this.#options.warn({
+      code,
+      appName,
+      shard,
+      cause: error,
+      message: `${what} failed (${reason}), the next read tries again`,
+    });
+  }
+
+  /**
+   * Lowers an app mark found above every position the shard gave (`mark`,
+   * read before the shard's `view`) to the last position the shard was told
+   * is applied, and catches up the view's entries above that, in one apply
+   * (no entry lies between the two positions: the shard gave none above its
+   * last); says so. Resolves with the bucket after, 'changed' when the mark
+   * had changed meanwhile (another reader lowered it), or undefined when the
+   * apply failed (reported; the next read tries again).
+   */
+  async #lower({
+    operation,
+    call,
+    appName,
+    shard,
+    mark,
+    view,
+  }: Disagreement): Promise<string[] | 'changed' | undefined> {
+    const to = Math.max(view.known, view.floor);
+    const behind = `shard ${shard}'s last outbox position (${view.last}) is below the app slot's mark (${mark})`;
+    try {
+      // Every entry of the view at or below the old mark is a catch-up.
+      const outcome = await this.apply(
+        operation,
+        call,
         appName,
         shard,
-        cause: error,
-        message: `${message}; repairing it failed (${error instanceof Error ? error.message : String(error)}), the next read tries again`,
+        { ...view, known: Math.max(view.known, mark) },
+        {
+          wantBucket: true,
+          waited: UNWAITED,
+          lower: { from: mark, to },
+        },
+      );
+      if (outcome.lowered === 0) return 'changed';
+      const ahead = outcome.lowered === 2;
+      this.#options.warn({
+        code: ahead ? 'app-mark-ahead' : 'shard-position-behind',
+        appName,
+        shard,
+        message: `${behind}: ${
+          ahead
+            ? `the mark is more than ${MARK_AHEAD_US / 1e6} s ahead of the app slot's clock (changed outside the store?)`
+            : 'the shard lost writes that were applied to the app slot (a failover to a replica that lagged?), or the mark was changed outside the store'
+        }; the mark was lowered to ${to} (the last position the shard was told is applied) and the entries above it caught up`,
       });
+      return outcome.bucket;
+    } catch (error) {
+      this.#failedRepair('shard-position-behind', appName, shard, `${behind}; lowering it`, error);
       return undefined;
     }
   }
 
-  #raise(operation: string, call: StoreCall | undefined, hash: string, field: string, value: number, aheadUs: string) {
+  #raise(operation: string, call: StoreCall | undefined, hash: string, field: string, value: number) {
     return this.#run(
       operation,
       false,
       call,
       RAISE,
       keyList(RAISE, { hash }),
-      argList(RAISE, { field, value: String(value), aheadUs }),
+      argList(RAISE, { field, value: String(value) }),
     );
   }
 
@@ -720,7 +737,7 @@ export class Outbox {
         keyList(APPLY, { appState: app.appState, marks: app.marks, written: app.written }),
         argList(
           APPLY,
-          { wantBucket: '0' },
+          { wantBucket: '0', ...NO_LOWERING },
           pending.flatMap(({ keys, view }) => group(keys.shard, view)),
         ),
         UNWAITED,
@@ -780,6 +797,19 @@ function group(shard: number, view: OutboxView): string[] {
 function slotId(appName: string, shard: number): string {
   return `${shard}#${appName}`;
 }
+
+/** What a read found the two slots disagree on: the app slot's mark of `shard`, and the shard's outbox. */
+interface Disagreement {
+  operation: string;
+  call: StoreCall | undefined;
+  appName: string;
+  shard: number;
+  mark: number;
+  view: OutboxView;
+}
+
+/** The fixed arguments of an apply that lowers no mark. */
+const NO_LOWERING = { lowerShard: '', lowerFrom: '', lowerTo: '' } as const;
 
 /** What an `app-mark-behind` warning says before what the repair did. */
 function appMarkBehind(shard: number, mark: string, floor: number): string {

@@ -176,9 +176,11 @@ const OUTBOX = `${MARK}
 local function outbox_meta(outbox)
   local meta = redis.call('HMGET', outbox, ${F.last}, ${F.known}, ${F.floor})
   local last, known, floor = position_of(meta[1]) or 0, position_of(meta[2]) or -1, position_of(meta[3]) or -1
-  -- A known position above the last one given is none of this outbox's (a mark changed outside the
-  -- store, taken before outbox_ack refused such): only the removed entries are known applied.
-  if known > last then known = math.min(floor, last) end
+  -- A known or floor position above the last one given is none of this outbox's (changed outside
+  -- the store, or a mark taken before outbox_ack refused such): a known one counts as none (the
+  -- next hand-over sets it again), a floor as the known one (entries up to it were applied).
+  if known > last then known = -1 end
+  if floor > last then floor = known end
   return { last, known, floor }
 end
 
@@ -230,9 +232,13 @@ local function outbox_view(outbox, meta, from)
   if from_position and from_position < cut then cut = from_position end
   if meta[3] > cut then cut = meta[3] end
   local text = string.format('%.0f', cut)
-  -- Entries up to the horizon only, and only at positions as the scripts write them: one added
-  -- outside the store elsewhere is never shown, so never applied nor taken for a mark.
-  local positions = redis.call('ZRANGEBYSCORE', outbox .. ${I}, '(' .. text, string.format('%.0f', horizon_us()))
+  -- Entries up to the last position given (the horizon when that is not recorded) only, and only
+  -- at positions as the scripts write them (each entry is written with the last position, in one
+  -- script): one added outside the store elsewhere is never shown, so never applied nor taken for
+  -- a mark.
+  local bound = horizon_us()
+  if meta[1] > 0 then bound = math.min(bound, meta[1]) end
+  local positions = redis.call('ZRANGEBYSCORE', outbox .. ${I}, '(' .. text, string.format('%.0f', bound))
   local entries = {}
   for first = 1, #positions, 1000 do
     local stop = math.min(#positions, first + 999)
@@ -946,6 +952,14 @@ return bucket
 );
 
 /**
+ * How far ahead of the server's clock, in microseconds, a mark can be
+ * without having been changed outside the store (a minute): more than the
+ * clocks of a cluster's servers disagree. Only says which of the two a
+ * lowered mark was (see {@link APPLY}).
+ */
+export const MARK_AHEAD_US = 60_000_000;
+
+/**
  * The app slot's side of the outbox, applying: per shard, the entries above
  * the shard's mark, in order, each delta into the app bucket, then the mark.
  * A group whose entries are all at or below the mark changes nothing, so an
@@ -969,19 +983,29 @@ return bucket
  * key, and never lands over a newer value; on the clock assumption the
  * positions make already (clocks agree to well within a failover's time).
  *
- * `wantBucket` ('1' | '0') asks for the bucket back. After the fixed
- * arguments, per shard: its number, its floor, its known position, its
- * entry count, then position, delta, ... in ascending order. A bucket,
- * marks or write-times hash of another type (written outside adk-state) is
- * answered with {@link FOREIGN_TYPE} before anything is written.
- * Returns { { shard, mark, gap (0 | 1), caught up (with `wantBucket`: the
- * highest position of the shard's entries ever applied again after the app
- * slot lost them, '-1' for none), ... }, bucket or 0 }.
+ * A reader that found the mark of shard `lowerShard` above every position
+ * the shard gave (the shard lost positions in a failover, or the mark was
+ * changed outside the store) has it lowered here, from `lowerFrom` to
+ * `lowerTo` (the last position the shard was told is applied) when it still
+ * holds `lowerFrom`, with the entries above caught up in the same script (it
+ * passes `lowerFrom` as the group's known position): no other apply comes
+ * between, to apply them as new.
+ *
+ * `wantBucket` ('1' | '0') asks for the bucket back; `lowerShard` is '' for
+ * no lowering. After the fixed arguments, per shard: its number, its floor,
+ * its known position, its entry count, then position, delta, ... in
+ * ascending order. A bucket, marks or write-times hash of another type
+ * (written outside adk-state) is answered with {@link FOREIGN_TYPE} before
+ * anything is written. Returns { { shard, mark, gap (0 | 1; 2 when lowered,
+ * 3 when lowered from a mark more than {@link MARK_AHEAD_US} ahead of this
+ * server's clock), caught up (with `wantBucket`: the highest position of the
+ * shard's entries ever applied again after the app slot lost them, '-1' for
+ * none), ... }, bucket or 0 }.
  */
 export const APPLY = define(
   'apply',
   ['appState', 'marks', 'written'] as const,
-  ['wantBucket'] as const,
+  ['wantBucket', 'lowerShard', 'lowerFrom', 'lowerTo'] as const,
   `${NOW}${MARK}${FOREIGN}
 local foreign = foreign_key({ KEYS.appState, 'hash', KEYS.marks, 'hash', KEYS.written, 'hash' })
 if foreign then return foreign end
@@ -1040,11 +1064,18 @@ while at <= #ARGV do
   -- A mark that is not a position (changed outside the store) counts as none.
   if not done then mark, done = '-1', -1 end
   local gap = 0
+  local lowered = false
+  if shard == ARGV.lowerShard and done == tonumber(ARGV.lowerFrom) then
+    lowered = true
+    gap = 2
+    if done > now_us() + ${MARK_AHEAD_US} then gap = 3 end
+    mark, done = ARGV.lowerTo, tonumber(ARGV.lowerTo)
+  end
   local caught_field = ${F.caughtUp} .. shard
   if floor > done then
     gap = 1
   else
-    local moved = false
+    local moved = lowered
     local caught = nil
     for entry = at + 4, at + 2 + 2 * count, 2 do
       -- An entry at what is not a position (see MARK) is passed over: it never becomes the mark.
@@ -1138,51 +1169,18 @@ return outbox_view(KEYS.outbox, outbox_ack(KEYS.outbox, ARGV.ack, ARGV.keepUs), 
 `,
 );
 
-/**
- * How far ahead of a shard's clock, in microseconds, the app slot's mark of
- * the shard may be for a read to raise the shard's last position to it (a
- * minute): more than the clocks of a cluster's servers disagree. A mark
- * further ahead was changed outside the store, and a last position raised to
- * it would date the shard's next entries ahead of every other shard's writes
- * (see APPLY's catch-up).
- */
-export const MARK_AHEAD_US = 60_000_000;
-
-/**
- * Raises a position field to `value` when it is lower, missing or not a
- * position (a repair), unless `value` is more than `aheadUs` ahead of the
- * server's clock ('' for no limit). Returns the field's value after, or ''
- * when `value` is that far ahead (nothing written).
- */
+/** Raises a position field to `value` when it is lower, missing or not a position (a repair); returns the field's value after. */
 export const RAISE = define(
   'raise',
   ['hash'] as const,
-  ['field', 'value', 'aheadUs'] as const,
+  ['field', 'value'] as const,
   `${NOW}${MARK}
 local text = redis.call('HGET', KEYS.hash, ARGV.field)
 -- A value that is not a position as the scripts write it (changed outside the store) counts as none.
 local current = position_of(text)
-local value = tonumber(ARGV.value)
-if current and current >= value then return text end
-if ARGV.aheadUs ~= '' and value > now_us() + tonumber(ARGV.aheadUs) then return '' end
+if current and current >= tonumber(ARGV.value) then return text end
 redis.call('HSET', KEYS.hash, ARGV.field, ARGV.value)
 return ARGV.value
-`,
-);
-
-/**
- * Lowers the app slot's mark of a shard from `from` (compared as a number)
- * to `to`; a mark that changed since is left alone. Returns 1 when lowered.
- */
-export const LOWER = define(
-  'lower',
-  ['marks'] as const,
-  ['shard', 'from', 'to'] as const,
-  `
-local text = redis.call('HGET', KEYS.marks, ARGV.shard)
-if type(text) ~= 'string' or not string.find(text, '^%d+$') or tonumber(text) ~= tonumber(ARGV.from) then return 0 end
-redis.call('HSET', KEYS.marks, ARGV.shard, ARGV.to)
-return 1
 `,
 );
 

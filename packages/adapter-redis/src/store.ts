@@ -71,7 +71,6 @@ import {
   LIST,
   LIST_SHARDS,
   LOAD,
-  LOWER,
   PEEK,
   RAISE,
   READ_APP,
@@ -97,7 +96,6 @@ const scripts: readonly Script[] = [
   READ_APP,
   PEEK,
   RAISE,
-  LOWER,
   LAYOUT,
 ];
 

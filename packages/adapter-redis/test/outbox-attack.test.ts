@@ -14,7 +14,7 @@ import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { RedisSessionService, type RedisSessionServiceOptions, type RedisStoreWarning } from '../src/index.js';
 import { appKeys, FIELD, OUTBOX_INDEX_SUFFIX, shardKeys, shardOf } from '../src/keys.js';
-import { APPEND, APPLY, CREATE, IMPORT, LAYOUT, LOAD, LOWER, PEEK, RAISE, READ_APP } from '../src/scripts.js';
+import { APPEND, APPLY, CREATE, IMPORT, LAYOUT, LOAD, PEEK, RAISE, READ_APP } from '../src/scripts.js';
 import { gated, runs, serverMicros, untilServerTime, usersOfShard } from './attack/hooks.js';
 import {
   hasRedisServer,
@@ -50,7 +50,7 @@ async function outboxEntries(client: Redis, appName: string, shard: number): Pro
 /** Puts every script the outbox protocol runs in each node's cache, so that each call is one EVALSHA (a gate then sees it once). */
 async function loadScripts(nodes: Redis[]): Promise<void> {
   for (const node of nodes) {
-    for (const script of [APPEND, APPLY, CREATE, IMPORT, LAYOUT, LOAD, LOWER, PEEK, RAISE, READ_APP]) {
+    for (const script of [APPEND, APPLY, CREATE, IMPORT, LAYOUT, LOAD, PEEK, RAISE, READ_APP]) {
       await node.script('LOAD', script.source);
     }
   }
@@ -538,6 +538,77 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
     expect(await service().getAppState({ appName })).toEqual({ y: 'B', z: 'A' });
   });
 
+  // Was a hole in the fix above: the read lowered the mark in one script and caught the entries up
+  // in a second; an apply of the shard between the two (a writer, another reader, a drain), or
+  // after a read that stopped between them, applied the entries the shard's new master still held
+  // as new: A1, applied long before, came back over B, acknowledged after it.
+  it.each([
+    ['a second reader', 'reader'],
+    ['a writer of another session of the shard', 'writer'],
+    ['a writer after a read whose repair failed', 'failed'],
+  ])('after a shard fails over to a copy that lacks its last entries, %s does not bring an older value back', async (_, next) => {
+    const appName = `app-${randomUUID()}`;
+    const [ada, eve] = usersOfShard(shardOf, SHARDS, 5, 'q', 2) as [string, string];
+    const [bob] = usersOfShard(shardOf, SHARDS, 9, 'r', 1) as [string];
+    const writer = service();
+    const mine = await writer.createSession({ appName, userId: ada, sessionId: 'a' });
+    const other = await writer.createSession({ appName, userId: eve, sessionId: 'e' });
+    const theirs = await writer.createSession({ appName, userId: bob, sessionId: 'b' });
+    await writer.appendEvent({ session: mine, event: testEvent({ 'app:y': 'A1', 'app:n': 1 }) });
+    // What the replica that takes over holds of shard 5.
+    const shardKeysOf5 = await client.keys(
+      `${shardKeys(keyPrefix, appName, 5, SHARDS).base.replace(/[{}[\]*?]/g, (c) => `\\${c}`)}*`,
+    );
+    const copies = await Promise.all(shardKeysOf5.map((name) => client.dumpBuffer(name)));
+    await writer.appendEvent({ session: mine, event: testEvent({ 'app:y': 'A2', 'app:n': 2 }) });
+    await writer.appendEvent({ session: mine, event: testEvent({ 'app:y': 'A3', 'app:n': 3 }) });
+    await writer.appendEvent({ session: theirs, event: testEvent({ 'app:y': 'B' }) });
+    await client.del(...shardKeysOf5);
+    for (const [index, name] of shardKeysOf5.entries()) await client.restore(name, 0, copies[index] as Buffer);
+
+    const adaKey = { appName, userId: ada, sessionId: 'a' };
+    if (next === 'failed') {
+      // The lowering apply never reaches the server (the reader died, or its deadline passed).
+      const dying = service({
+        client: gated(client, (command, args) =>
+          runs(APPLY, command, args) && args[6] !== '' ? Promise.reject(new Error('the reader died here')) : undefined,
+        ),
+      });
+      await dying.getSession(adaKey);
+    } else {
+      expect((await service().getSession(adaKey))?.state).toMatchObject({ 'app:y': 'B', 'app:n': 3 });
+    }
+    if (next === 'reader')
+      expect((await service().getSession(adaKey))?.state).toMatchObject({ 'app:y': 'B', 'app:n': 3 });
+    else {
+      const session = (await service().getSession({ appName, userId: eve, sessionId: 'e' })) ?? other;
+      await service().appendEvent({ session, event: testEvent({ 'app:z': 1 }) });
+    }
+    const expected = next === 'reader' ? { y: 'B', n: 3 } : { y: 'B', n: 3, z: 1 };
+    expect(await service().getAppState({ appName })).toEqual(expected);
+    expect((await service().getSession(adaKey))?.state).toMatchObject({ 'app:y': 'B', 'app:n': 3 });
+  });
+
+  // Was a hole in the fix above: a shard's floor changed outside the store to an hour ahead made
+  // every read raise the app mark to it and then "lower" it from there to there, warning each
+  // time, while every app: write of the shard was taken for applied.
+  it('a floor an hour ahead counts as the last position: the writes of its shard go on', async () => {
+    const appName = `app-${randomUUID()}`;
+    const key = { appName, userId: 'ada', sessionId: 'a' };
+    const writer = service();
+    let session = await writer.createSession(key);
+    await writer.appendEvent({ session, event: testEvent({ 'app:y': 0 }) });
+    const outbox = shardKeys(keyPrefix, appName, shardOf('ada', SHARDS), SHARDS).outbox;
+    await client.hset(outbox, FIELD.floor, await ahead(3_600));
+    for (let round = 1; round <= 3; round++) {
+      session = (await service().getSession(key)) as Session;
+      await writer.appendEvent({ session, event: testEvent({ 'app:y': round }) });
+      expect((await service().getSession(key))?.state).toEqual({ 'app:y': round });
+      expect(await service().getAppState({ appName })).toEqual({ y: round });
+    }
+    expect(warnings.filter((warning) => warning.appName === appName).length).toBeLessThan(3);
+  });
+
   // Was a hole: an entry added to an outbox outside the store at a position beyond the horizon
   // (or not a position at all) was applied and became the shard's mark for good: every later
   // apply took the mark for none and applied every kept entry again, the shard's older app:
@@ -851,6 +922,9 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
       app.marks,
       app.written,
       '0',
+      '',
+      '',
+      '',
       String(shard),
       '-1',
       '-1',
