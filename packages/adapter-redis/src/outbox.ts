@@ -394,6 +394,14 @@ export class Outbox {
         this.#learn(appName, shard, mark, true);
         const caughtUp = POSITION.test(String(marks[3])) ? Number(marks[3]) : -1;
         const lowered = state === 2 ? 1 : state === 3 ? 2 : 0;
+        if (lowered !== 0 && !lower) {
+          this.#options.warn({
+            code: lowered === 2 ? 'app-mark-ahead' : 'shard-position-behind',
+            appName,
+            shard,
+            message: `the app slot's mark of shard ${shard} was none of the shard's positions, passed by its later entries (the shard lost positions in a failover, or the mark was changed outside the store): an apply lowered it to the last position the shard was told is applied and caught up the entries above it`,
+          });
+        }
         return { bucket: Array.isArray(bucket) ? bucket : [], caughtUp, mark: Number(mark), lowered };
       }
       if (attempt >= APPLY_ATTEMPTS) {

@@ -987,9 +987,12 @@ export const MARK_AHEAD_US = 60_000_000;
  * the shard gave (the shard lost positions in a failover, or the mark was
  * changed outside the store) has it lowered here, from `lowerFrom` to
  * `lowerTo` (the last position the shard was told is applied) when it still
- * holds `lowerFrom`, with the entries above caught up in the same script (it
- * passes `lowerFrom` as the group's known position): no other apply comes
- * between, to apply them as new.
+ * holds `lowerFrom`, with the entries at or below `lowerFrom` caught up in
+ * the same script: no other apply comes between, to apply them as new. Any
+ * apply does the same, to the group's known position or floor, with a mark
+ * above the group's floor and below its last entry that is none of its
+ * entries' positions (the shard's positions passed such a mark before a
+ * read found it).
  *
  * `wantBucket` ('1' | '0') asks for the bucket back; `lowerShard` is '' for
  * no lowering. After the fixed arguments, per shard: its number, its floor,
@@ -1065,11 +1068,30 @@ while at <= #ARGV do
   if not done then mark, done = '-1', -1 end
   local gap = 0
   local lowered = false
+  local to = nil
   if shard == ARGV.lowerShard and done == tonumber(ARGV.lowerFrom) then
-    lowered = true
+    lowered, to = true, tonumber(ARGV.lowerTo)
+  elseif done > floor then
+    -- A mark above the group's floor and below its last entry that is none of its entries'
+    -- positions is none the shard gave (it lost positions in a failover, or the mark was changed
+    -- outside the store): the entries it passed were taken for applied. It is lowered here as a
+    -- reader lowers it (see above).
+    local highest, found = -1, false
+    for entry = at + 4, at + 2 + 2 * count, 2 do
+      local position = position_of(ARGV[entry])
+      if position then
+        if position == done then found = true end
+        if position > highest then highest = position end
+      end
+    end
+    if done < highest and not found then lowered, to = true, math.max(known, floor) end
+  end
+  if lowered then
     gap = 2
     if done > now_us() + ${MARK_AHEAD_US} then gap = 3 end
-    mark, done = ARGV.lowerTo, tonumber(ARGV.lowerTo)
+    -- The entries at or below the mark it had are caught up: it may have covered them, or not.
+    if done > known then known = done end
+    mark, done = string.format('%.0f', to), to
   end
   local caught_field = ${F.caughtUp} .. shard
   if floor > done then

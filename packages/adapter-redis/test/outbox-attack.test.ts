@@ -589,6 +589,32 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
     expect((await service().getSession(adaKey))?.state).toMatchObject({ 'app:y': 'B', 'app:n': 3 });
   });
 
+  // Was a hole: a mark ahead of the shard's clock (changed outside the store, or left by a failover
+  // to a master whose clock is behind) that the shard's positions passed before any session read
+  // of the shard: the apply of the next write moved the mark over the writes made meanwhile, which
+  // stayed taken for applied, acknowledged and lost, without a warning.
+  it("a mark that the shard's positions pass before any read is lowered by the next apply: the writes it passed are applied", async () => {
+    const appName = `app-${randomUUID()}`;
+    const [ada, eve] = usersOfShard(shardOf, SHARDS, 5, 'q', 2) as [string, string];
+    const writer = service();
+    const mine = await writer.createSession({ appName, userId: ada, sessionId: 'a' });
+    const other = await writer.createSession({ appName, userId: eve, sessionId: 'e' });
+    await writer.appendEvent({ session: mine, event: testEvent({ 'app:x': 0 }) });
+    await client.hset(appKeys(keyPrefix, appName).marks, '5', await ahead(1));
+    await writer.appendEvent({ session: mine, event: testEvent({ 'app:x': 1, 'app:k': 1 }) });
+    await new Promise((resolve) => setTimeout(resolve, 1_300));
+    await writer.appendEvent({ session: other, event: testEvent({ 'app:z': 2 }) });
+    expect(await service().getAppState({ appName })).toEqual({ x: 1, k: 1, z: 2 });
+    expect((await service().getSession({ appName, userId: ada, sessionId: 'a' }))?.state).toEqual({
+      'app:x': 1,
+      'app:k': 1,
+      'app:z': 2,
+    });
+    expect(warnings.filter((warning) => warning.appName === appName).map((warning) => warning.code)).toEqual([
+      'shard-position-behind',
+    ]);
+  });
+
   // Was a hole in the fix above: a shard's floor changed outside the store to an hour ahead made
   // every read raise the app mark to it and then "lower" it from there to there, warning each
   // time, while every app: write of the shard was taken for applied.
