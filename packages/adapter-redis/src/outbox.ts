@@ -81,9 +81,11 @@ const UNWAITED = false;
 export interface RedisStoreWarning {
   /**
    * `app-mark-behind`: the app slot lost marks of applied entries;
-   * `shard-position-behind`: a shard lost outbox positions; `app-mark-ahead`:
-   * the app slot's mark of a shard was far ahead of the shard's clock
-   * (changed outside the store) and was lowered; `drain-failed`:
+   * `shard-position-behind`: the app slot's mark of a shard was none of the
+   * shard's positions (the shard lost them in a failover, or the mark was
+   * changed outside the store) and was lowered; `app-mark-ahead`: the same,
+   * with a mark more than a minute ahead of the app slot's clock (changed
+   * outside the store); `drain-failed`:
    * a drain could not read or apply every shard; `read-not-one-moment`: a
    * session read met writes between its reads every time and shows its last read;
    * `unreadable-outbox-entry`: an outbox entry not written by the store (changed
