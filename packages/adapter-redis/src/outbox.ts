@@ -396,14 +396,7 @@ export class Outbox {
         this.#learn(appName, shard, mark, true);
         const caughtUp = POSITION.test(String(marks[3])) ? Number(marks[3]) : -1;
         const lowered = state === 2 ? 1 : state === 3 ? 2 : 0;
-        if (lowered !== 0 && !lower) {
-          this.#options.warn({
-            code: lowered === 2 ? 'app-mark-ahead' : 'shard-position-behind',
-            appName,
-            shard,
-            message: `the app slot's mark of shard ${shard} was none of the shard's positions, passed by its later entries (the shard lost positions in a failover, or the mark was changed outside the store): an apply lowered it to the last position the shard was told is applied and caught up the entries above it`,
-          });
-        }
+        if (!lower) this.#lowered(appName, shard, state);
         return { bucket: Array.isArray(bucket) ? bucket : [], caughtUp, mark: Number(mark), lowered };
       }
       if (attempt >= APPLY_ATTEMPTS) {
@@ -605,6 +598,17 @@ export class Outbox {
     }
   }
 
+  /** Reports an apply's own lowering of a mark (the apply's `state` for the shard 2 or 3; else nothing). */
+  #lowered(appName: string, shard: number, state: number): void {
+    if (state !== 2 && state !== 3) return;
+    this.#options.warn({
+      code: state === 3 ? 'app-mark-ahead' : 'shard-position-behind',
+      appName,
+      shard,
+      message: `the app slot's mark of shard ${shard} was none of the shard's positions, passed by its later entries (the shard lost positions in a failover, or the mark was changed outside the store): an apply lowered it to the last position the shard was told is applied and caught up the entries above it`,
+    });
+  }
+
   /** Reports a repair that could not be written (`what` names it); the read answers all the same. */
   #failedRepair(code: RedisStoreWarning['code'], appName: string, shard: number, what: string, error: unknown): void {
     const reason = error instanceof Error ? error.message : String(error);
@@ -755,10 +759,14 @@ export class Outbox {
       const behind: Array<{ keys: ShardKeys; view: OutboxView }> = [];
       for (let index = 0; index < marks.length; index += 4) {
         const shard = Number(marks[index]);
-        if (Number(marks[index + 2]) === 1) {
+        const state = Number(marks[index + 2]);
+        if (state === 1) {
           const entry = pending.find(({ keys }) => keys.shard === shard);
           if (entry) behind.push(entry);
-        } else this.#learn(appName, shard, String(marks[index + 1]));
+        } else {
+          this.#lowered(appName, shard, state);
+          this.#learn(appName, shard, String(marks[index + 1]));
+        }
       }
       // A shard whose view the app slot is behind (it lost marks): apply it on its own, from the mark.
       for (const { keys, view } of behind) {

@@ -1086,6 +1086,9 @@ while at <= #ARGV do
     end
     if done < highest and not found then lowered, to = true, math.max(known, floor) end
   end
+  -- Only ever down: a mark a repair raised to the shard's floor (a time, none of its positions)
+  -- is passed by the group's positions too, and one raised above it would skip entries.
+  if lowered and to >= done then lowered = false end
   if lowered then
     gap = 2
     if done > now_us() + ${MARK_AHEAD_US} then gap = 3 end
