@@ -50,7 +50,8 @@
  * first. When the two slots still disagree (a failover lost applied marks or
  * outbox positions), the read repairs the mark or the position, reports it
  * through the store's warning callback, and shows what is there. No state of
- * the two slots makes a read fail.
+ * the two slots makes a read fail. A drain, whose marks are read before the
+ * shards, lowers a mark above every position its shard gave the same way.
  */
 import { setMaxListeners } from 'node:events';
 import { type StoreCall, settledWithin, ToldOnce, UnreadableDataError } from '@adk-state/core/store';
@@ -441,8 +442,21 @@ export class Outbox {
     appName: string,
     shard: number | undefined,
   ): Promise<{ bucket: string[]; mark: number }> {
+    const [bucket, mark, claimed, marks] = await this.#readApp(operation, call, appName, shard, false);
+    if (shard !== undefined) this.#learn(appName, shard, mark);
+    if (Number(claimed) === 1) this.#startDrain(appName, shardMarks(marks));
+    return { bucket, mark: mark === '' ? -1 : Number(mark) };
+  }
+
+  #readApp(
+    operation: string,
+    call: StoreCall | undefined,
+    appName: string,
+    shard: number | undefined,
+    allMarks: boolean,
+  ): Promise<[string[], string, number | string, string[] | number]> {
     const app = appKeys(this.#options.prefix, appName);
-    const [bucket, mark, claimed] = (await this.#run(
+    return this.#run(
       operation,
       false,
       call,
@@ -451,14 +465,12 @@ export class Outbox {
       argList(READ_APP, {
         shard: shard === undefined ? '' : String(shard),
         drainMs:
-          this.#stop.signal.aborted || this.#options.drainMs === Number.POSITIVE_INFINITY
+          allMarks || this.#stop.signal.aborted || this.#options.drainMs === Number.POSITIVE_INFINITY
             ? ''
             : String(this.#options.drainMs),
+        allMarks: allMarks ? '1' : '0',
       }),
-    )) as [string[], string, number | string];
-    if (shard !== undefined) this.#learn(appName, shard, mark);
-    if (Number(claimed) === 1) this.#startDrain(appName);
-    return { bucket, mark: mark === '' ? -1 : Number(mark) };
+    ) as Promise<[string[], string, number | string, string[] | number]>;
   }
 
   /**
@@ -601,11 +613,31 @@ export class Outbox {
   /** Reports an apply's own lowering of a mark (the apply's `state` for the shard 2 or 3; else nothing). */
   #lowered(appName: string, shard: number, state: number): void {
     if (state !== 2 && state !== 3) return;
-    this.#options.warn({
-      code: state === 3 ? 'app-mark-ahead' : 'shard-position-behind',
+    this.#reportLowering(
       appName,
       shard,
-      message: `the app slot's mark of shard ${shard} was none of the shard's positions, passed by its later entries (the shard lost positions in a failover, or the mark was changed outside the store): an apply lowered it to the last position the shard was told is applied and caught up the entries above it`,
+      state === 3,
+      `the app slot's mark of shard ${shard} was none of the shard's positions, passed by its later entries`,
+    );
+  }
+
+  /**
+   * Reports a lowering of the app slot's mark of `shard` (by a read's apply or
+   * any other's): `found` says what was found, `ahead` that the mark was more
+   * than {@link MARK_AHEAD_US} ahead of the app slot's clock, `to` (when
+   * known) where it went.
+   */
+  #reportLowering(appName: string, shard: number, ahead: boolean, found: string, to?: number): void {
+    const where = to === undefined ? '' : ` ${to},`;
+    this.#options.warn({
+      code: ahead ? 'app-mark-ahead' : 'shard-position-behind',
+      appName,
+      shard,
+      message: `${found}: ${
+        ahead
+          ? `the mark is more than ${MARK_AHEAD_US / 1e6} s ahead of the app slot's clock (changed outside the store?)`
+          : 'the shard lost writes that were applied to the app slot (a failover to a replica that lagged?), or the mark was changed outside the store'
+      }; the mark was lowered to${where} the last position the shard was told is applied, and the entries above it caught up`,
     });
   }
 
@@ -655,17 +687,7 @@ export class Outbox {
         },
       );
       if (outcome.lowered === 0) return 'changed';
-      const ahead = outcome.lowered === 2;
-      this.#options.warn({
-        code: ahead ? 'app-mark-ahead' : 'shard-position-behind',
-        appName,
-        shard,
-        message: `${behind}: ${
-          ahead
-            ? `the mark is more than ${MARK_AHEAD_US / 1e6} s ahead of the app slot's clock (changed outside the store?)`
-            : 'the shard lost writes that were applied to the app slot (a failover to a replica that lagged?), or the mark was changed outside the store'
-        }; the mark was lowered to ${to} (the last position the shard was told is applied) and the entries above it caught up`,
-      });
+      this.#reportLowering(appName, shard, outcome.lowered === 2, behind, to);
       return outcome.bucket;
     } catch (error) {
       this.#failedRepair('shard-position-behind', appName, shard, `${behind}; lowering it`, error);
@@ -684,8 +706,8 @@ export class Outbox {
     );
   }
 
-  #startDrain(appName: string): void {
-    const running = this.#drain(appName).catch((error: unknown) => {
+  #startDrain(appName: string, marks: Map<number, number>): void {
+    const running = this.#drain(appName, marks).catch((error: unknown) => {
       if (this.#stop.signal.aborted) return;
       this.#options.warn({
         code: 'drain-failed',
@@ -703,12 +725,21 @@ export class Outbox {
    * the same: the app slot skips what it has. A shard that cannot be read
    * keeps its entries for the next drain; the others are applied all the
    * same, and the drain then fails naming it.
+   *
+   * The app slot's marks are read before the shards (by the read that
+   * claimed the drain, or here), so a mark above every position its shard
+   * gave is proof, as for a session read: the shard lost positions, or the
+   * mark was changed outside the store. It is lowered and the shard's
+   * entries caught up as a session read does (see {@link read}), so the
+   * app's writes that the mark made look applied reach the app state within
+   * a drain's interval, with no session read of that shard.
    */
   async drain(appName: string): Promise<void> {
-    await this.#drain(appName);
+    const [, , , marks] = await this.#readApp('drain', undefined, appName, undefined, true);
+    await this.#drain(appName, shardMarks(marks));
   }
 
-  async #drain(appName: string): Promise<void> {
+  async #drain(appName: string, marksBefore: Map<number, number>): Promise<void> {
     const signal = AbortSignal.any([this.#stop.signal, AbortSignal.timeout(DRAIN_TIMEOUT_MS)]);
     const call: StoreCall = { signal, deadline: Date.now() + DRAIN_TIMEOUT_MS };
     // Every command in flight listens to the signal: allow one listener per shard.
@@ -736,11 +767,21 @@ export class Outbox {
     // Every shard with entries, or that was told of applies: the app slot may have lost those
     // since (a failover), which the apply finds (its floor is above the mark) and catches up.
     const pending: Array<{ keys: ShardKeys; view: OutboxView }> = [];
+    // Read before the shard, the mark is above every position the shard gave (see `read`).
+    const ahead: Array<{ keys: ShardKeys; view: OutboxView }> = [];
     read.forEach((outcome, index) => {
+      const keys = shards[index] as ShardKeys;
       if (outcome.status === 'rejected') failures.push(outcome.reason);
+      else if ((marksBefore.get(keys.shard) ?? -1) > outcome.value.last) ahead.push({ keys, view: outcome.value });
       else if (outcome.value.entries.length > 0 || outcome.value.floor >= 0)
-        pending.push({ keys: shards[index] as ShardKeys, view: outcome.value });
+        pending.push({ keys, view: outcome.value });
     });
+    for (const { keys, view } of ahead) {
+      const mark = marksBefore.get(keys.shard) as number;
+      await this.#lower({ operation: 'drain', call, appName, shard: keys.shard, mark, view });
+    }
+    // The shards to tell how far the app slot applied them.
+    const tell = [...ahead];
     if (pending.length > 0) {
       const app: AppKeys = appKeys(this.#options.prefix, appName);
       const [marks] = (await this.#run(
@@ -774,10 +815,10 @@ export class Outbox {
           (error: unknown) => failures.push(error),
         );
       }
-      const applied = pending.filter((entry) => entry.view.entries.length > 0 || behind.includes(entry));
-      const told = await Promise.allSettled(applied.map(({ keys }) => peek(keys)));
-      for (const outcome of told) if (outcome.status === 'rejected') failures.push(outcome.reason);
+      tell.push(...pending.filter((entry) => entry.view.entries.length > 0 || behind.includes(entry)));
     }
+    const told = await Promise.allSettled(tell.map(({ keys }) => peek(keys)));
+    for (const outcome of told) if (outcome.status === 'rejected') failures.push(outcome.reason);
     if (failures.length > 0) {
       const first = failures[0];
       throw new Error(
@@ -824,6 +865,18 @@ interface Disagreement {
   shard: number;
   mark: number;
   view: OutboxView;
+}
+
+/** The shards' marks in a marks hash as `READ_APP` gives it (field, value, ...; 0 for none read). */
+function shardMarks(hash: string[] | number): Map<number, number> {
+  const marks = new Map<number, number>();
+  if (!Array.isArray(hash)) return marks;
+  for (let index = 0; index + 1 < hash.length; index += 2) {
+    const field = hash[index] as string;
+    const value = hash[index + 1] as string;
+    if (/^\d+$/.test(field) && POSITION.test(value)) marks.set(Number(field), Number(value));
+  }
+  return marks;
 }
 
 /** The fixed arguments of an apply that lowers no mark. */

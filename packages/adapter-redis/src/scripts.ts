@@ -1138,12 +1138,15 @@ return { marks, bucket }
  * Reads the app bucket and one shard's mark ('' for no shard, '-1' when the
  * shard has none yet). When the last drain of the app's outboxes began at
  * least `drainMs` ago by the server's clock, the read claims the next one
- * (its write is allowed to fail: a read must not). Returns { bucket, mark, claimed (0 | 1) }.
+ * (its write is allowed to fail: a read must not). Returns { bucket, mark,
+ * claimed (0 | 1), marks }: `marks` is the marks hash as read (field, value,
+ * ...) when the read claimed a drain or `allMarks` is '1', else 0; the drain
+ * has in it marks read before the shards (see `Outbox.drain`).
  */
 export const READ_APP = define(
   'readApp',
   ['appState', 'marks'] as const,
-  ['shard', 'drainMs'] as const,
+  ['shard', 'drainMs', 'allMarks'] as const,
   `${NOW}${MARK}${FOREIGN}
 -- A marks hash of another type (written outside adk-state) fails the read, naming it: without the
 -- marks a reader cannot tell which of the outboxes' entries the bucket holds already.
@@ -1173,7 +1176,12 @@ if ARGV.drainMs ~= '' then
 end
 local bucket = redis.pcall('HGETALL', KEYS.appState)
 if bucket.err then return foreign_key({ KEYS.appState, 'hash' }) or bucket end
-return { bucket, mark, claimed }
+local all = 0
+if claimed == 1 or ARGV.allMarks == '1' then
+  all = redis.pcall('HGETALL', KEYS.marks)
+  if all.err then return foreign_key({ KEYS.marks, 'hash' }) or all end
+end
+return { bucket, mark, claimed, all }
 `,
 );
 

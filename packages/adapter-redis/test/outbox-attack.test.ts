@@ -498,6 +498,30 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
     ]);
   });
 
+  // Was a gap: while a mark was ahead, getAppState, listSessions and a create's answer lacked the
+  // shard's app: writes made meanwhile until a session read of that shard repaired it; drains read
+  // the shards before the app slot, so a mark above a shard's positions was no proof for them.
+  // A drain now has the marks read before the shards (by the read that claimed it).
+  it.each([
+    ['a day ahead (changed outside the store)', 86_400, 'app-mark-ahead'],
+    ['a little ahead (the shard lost positions)', 5, 'shard-position-behind'],
+  ])('a mark %s is lowered by a drain: the writes it made look applied reach the app state with no session read', async (_, seconds, code) => {
+    const { appName, marks, shard } = await markAheadAfterOneWrite(seconds);
+    const plain = service();
+    expect(await plain.getAppState({ appName })).toEqual({ x: 1 });
+    const drains = service({ drainIntervalMs: 0 });
+    let state: Record<string, unknown> = {};
+    for (let attempt = 0; attempt < 40; attempt++) {
+      // The first read claims a drain and starts it in the background; a later read sees its work.
+      state = await drains.getAppState({ appName });
+      if (state.y === 2) break;
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+    expect(state).toEqual({ x: 2, y: 2 });
+    expect(BigInt((await client.hget(marks, String(shard))) ?? '0')).toBeLessThan(BigInt(await ahead(0)));
+    expect(warnings.filter((warning) => warning.appName === appName).map((warning) => warning.code)).toEqual([code]);
+  });
+
   // Was a hole in the fix above: whether the mark was lowered or the shard's last position raised
   // to it was told by the clock at the read, and an app: write made while the mark was more than a
   // minute ahead, read when it was less, stayed taken for applied: lost, acknowledged.

@@ -759,7 +759,7 @@ export async function copyAll(
         userScope = user;
         const open = [user, app];
         // Read at the check: a key the target wrote during the run joins them when a write finds it.
-        const kept: KeptKeys = { has: (key) => app.keptInTarget.includes(key) || user.keptInTarget.includes(key) };
+        const kept: KeptKeys = { has: (key) => app.kept(key) || user.kept(key) };
         for (const item of group) {
           checkSignal();
           if (!(await load(item))) {
@@ -825,6 +825,9 @@ export async function copyAll(
 /** What a run decided for one scope (the app's, or one user's). */
 interface ScopeDecision {
   appName: string;
+  scope: 'user' | 'app';
+  /** The user whose scope it is (`user` only). */
+  userId?: string;
   /** `user:<id>` or `app`. */
   label: string;
   /** Keys to write, with the source's values as the decision read them. */
@@ -850,23 +853,26 @@ interface ScopeDecision {
 class ScopeWrites {
   /** Keys carried by an import, and the last value carried. */
   readonly #carried = new Map<string, unknown>();
-  readonly #keep: Set<string>;
+  /** Keys left to the target: the decision's, and those the app wrote to the target during the run. */
+  readonly #kept: Set<string>;
+  readonly #prefix: string;
   constructor(readonly decision: ScopeDecision) {
-    this.#keep = new Set(decision.keptInTarget);
+    this.#kept = new Set(decision.keptInTarget);
+    this.#prefix = `${decision.scope}:`;
   }
 
-  get keptInTarget(): readonly string[] {
-    return this.decision.keptInTarget;
+  kept(key: string): boolean {
+    return this.#kept.has(key);
   }
 
   /** The keys of the scope to write with an import of `session` (read from the source just now). */
   toWrite(session: Session): Record<string, unknown> {
-    const { seen, write, label } = this.decision;
+    const { seen, write, scope } = this.decision;
     if (!seen) return {};
-    const now = scopeState(session.state, label === 'app' ? 'app' : 'user');
+    const now = scopeState(session.state, scope);
     const result: Record<string, unknown> = {};
     for (const key of new Set([...Object.keys(write), ...Object.keys(now)])) {
-      if (this.#keep.has(key)) continue;
+      if (this.#kept.has(key)) continue;
       const value = Object.hasOwn(now, key) ? now[key] : write[key];
       let carry: boolean;
       if (this.#carried.has(key)) carry = !same(this.#carried.get(key), value);
@@ -893,32 +899,29 @@ class ScopeWrites {
     target: ImportingService,
     shared: Record<string, unknown>,
   ): Promise<Record<string, unknown>> {
-    const { seen, label, appName } = this.decision;
-    const prefix = label === 'app' ? 'app:' : 'user:';
-    const mine = Object.keys(shared).filter((key) => key.startsWith(prefix));
+    const { seen } = this.decision;
+    const mine = Object.keys(shared).filter((key) => key.startsWith(this.#prefix));
     if (mine.length === 0 || !seen) return shared;
-    const now = await targetScope(target, appName, label);
+    const now = await targetScope(target, this.decision);
     const result = { ...shared };
     for (const key of mine) {
       const knew = this.#carried.has(key) || Object.hasOwn(seen.target, key);
       const known = this.#carried.has(key) ? this.#carried.get(key) : seen.target[key];
       if (Object.hasOwn(now, key) === knew && (!knew || same(now[key], known))) continue;
       delete result[key];
-      this.#keep.add(key);
-      this.decision.keptInTarget.push(key);
+      this.#kept.add(key);
     }
     return result;
   }
 
   /** Records what an import carried (of every scope: the keys of others are passed over). */
   carried(shared: Record<string, unknown>): void {
-    const prefix = this.decision.label === 'app' ? 'app:' : 'user:';
-    for (const [key, value] of Object.entries(shared)) if (key.startsWith(prefix)) this.#carried.set(key, value);
+    for (const [key, value] of Object.entries(shared)) if (key.startsWith(this.#prefix)) this.#carried.set(key, value);
   }
 
   /** Keys decided to write that no import carried yet. */
   unwritten(): string[] {
-    return Object.keys(this.decision.write).filter((key) => !this.#carried.has(key) && !this.#keep.has(key));
+    return Object.keys(this.decision.write).filter((key) => !this.#carried.has(key) && !this.#kept.has(key));
   }
 
   /** Adds what became of the scope to `report` (nothing when no key was written, to write or left alone); once. */
@@ -928,9 +931,10 @@ class ScopeWrites {
     this.#reported = true;
     const written = [...this.#carried.keys()];
     const unwritten = this.unwritten();
-    const { appName, label: scope, keptInTarget } = this.decision;
+    const keptInTarget = [...this.#kept];
+    const { appName, label: scope } = this.decision;
     if (written.length === 0 && unwritten.length === 0 && keptInTarget.length === 0) return;
-    report.scopes.push({ appName, scope, written, keptInTarget: [...keptInTarget], unwritten });
+    report.scopes.push({ appName, scope, written, keptInTarget, unwritten });
   }
 }
 
@@ -965,12 +969,13 @@ async function scopeDecision(
     }
   }
   const label = scope === 'app' ? 'app' : `user:${owner}`;
-  const nothing: ScopeDecision = { appName, label, write: {}, keptInTarget: [] };
+  const userId = scope === 'app' ? undefined : owner;
+  const nothing: ScopeDecision = { appName, scope, userId, label, write: {}, keptInTarget: [] };
   if (!first?.full) return nothing;
   const sourceKeys = scopeState(first.full.state, scope);
   let targetKeys: Record<string, unknown>;
   try {
-    targetKeys = await targetScope(target, appName, label);
+    targetKeys = await targetScope(target, nothing);
   } catch (error) {
     fail(first.head, new Error(`reading the target's ${label} state: ${describe(error)}`, { cause: error }));
     return nothing;
@@ -1006,7 +1011,7 @@ async function scopeDecision(
         }
       }
       try {
-        const targetClock = await scopeClockOf(target, appName, scope === 'app' ? undefined : owner, scope);
+        const targetClock = await scopeClockOf(target, appName, userId, scope);
         // Each key to the side that wrote it last: a later write of another key of the scope does
         // not carry an older value of this one.
         wins = (key) => sourceWins(policy, sourceClock.lastWrite(key), targetClock.lastWrite(key));
@@ -1020,16 +1025,18 @@ async function scopeDecision(
       else keptInTarget.push(key);
     }
   }
-  return { appName, label, write, keptInTarget, seen: { source: sourceKeys, target: targetKeys } };
+  return { ...nothing, write, keptInTarget, seen: { source: sourceKeys, target: targetKeys } };
 }
 
-/** The target's keys of the scope `label` names (`app`, or `user:<id>`), with their prefix, as stored JSON. */
-async function targetScope(target: ImportingService, appName: string, label: string): Promise<Record<string, unknown>> {
-  const scope = label === 'app' ? 'app' : 'user';
+/** The target's keys of a scope, with their prefix, as stored JSON. */
+async function targetScope(
+  target: ImportingService,
+  { appName, scope, userId }: Pick<ScopeDecision, 'appName' | 'scope' | 'userId'>,
+): Promise<Record<string, unknown>> {
   const bucket =
     scope === 'app'
       ? await target.getAppState({ appName })
-      : await target.getUserState({ appName, userId: label.slice('user:'.length) });
+      : await target.getUserState({ appName, userId: userId as string });
   const keys: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(bucket)) keys[`${scope}:${key}`] = value;
   return JSON.parse(JSON.stringify(keys)) as Record<string, unknown>;
