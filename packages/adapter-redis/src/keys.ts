@@ -98,6 +98,14 @@ export const FIELD = {
    * lost them (a catch-up).
    */
   caughtUp: '\u0000c',
+  /**
+   * Marks (app slot): this prefix, then a shard's number: the mark a
+   * lowering took back (at most the app slot's clock then, plus a margin:
+   * `LOWERED_MARGIN_US` in `scripts.ts`): the shard's entries at or below it that are
+   * above the mark may have been taken for applied, and are caught up, not
+   * applied as new. Removed once the mark passes it.
+   */
+  loweredFrom: '\u0000l',
   /** Layout record: the number of shards. */
   shards: 'shards',
 } as const;

@@ -662,14 +662,10 @@ export class Outbox {
    * had changed meanwhile (another reader lowered it), or undefined when the
    * apply failed (reported; the next read tries again).
    */
-  async #lower({
-    operation,
-    call,
-    appName,
-    shard,
-    mark,
-    view,
-  }: Disagreement): Promise<string[] | 'changed' | undefined> {
+  async #lower(
+    { operation, call, appName, shard, mark, view }: Disagreement,
+    wantBucket = true,
+  ): Promise<string[] | 'changed' | undefined> {
     const to = Math.max(view.known, view.floor);
     const behind = `shard ${shard}'s last outbox position (${view.last}) is below the app slot's mark (${mark})`;
     try {
@@ -681,7 +677,7 @@ export class Outbox {
         shard,
         { ...view, known: Math.max(view.known, mark) },
         {
-          wantBucket: true,
+          wantBucket,
           waited: UNWAITED,
           lower: { from: mark, to },
         },
@@ -690,7 +686,9 @@ export class Outbox {
       this.#reportLowering(appName, shard, outcome.lowered === 2, behind, to);
       return outcome.bucket;
     } catch (error) {
-      this.#failedRepair('shard-position-behind', appName, shard, `${behind}; lowering it`, error);
+      // A drain stopped by close(): the next read or drain tries again, as ever.
+      if (!this.#stop.signal.aborted)
+        this.#failedRepair('shard-position-behind', appName, shard, `${behind}; lowering it`, error);
       return undefined;
     }
   }
@@ -776,10 +774,12 @@ export class Outbox {
       else if (outcome.value.entries.length > 0 || outcome.value.floor >= 0)
         pending.push({ keys, view: outcome.value });
     });
-    for (const { keys, view } of ahead) {
-      const mark = marksBefore.get(keys.shard) as number;
-      await this.#lower({ operation: 'drain', call, appName, shard: keys.shard, mark, view });
-    }
+    await Promise.all(
+      ahead.map(({ keys, view }) => {
+        const mark = marksBefore.get(keys.shard) as number;
+        return this.#lower({ operation: 'drain', call, appName, shard: keys.shard, mark, view }, false);
+      }),
+    );
     // The shards to tell how far the app slot applied them.
     const tell = [...ahead];
     if (pending.length > 0) {
@@ -867,15 +867,11 @@ interface Disagreement {
   view: OutboxView;
 }
 
-/** The shards' marks in a marks hash as `READ_APP` gives it (field, value, ...; 0 for none read). */
-function shardMarks(hash: string[] | number): Map<number, number> {
+/** The shards' marks as `READ_APP` gives them (shard, mark, ...: positions only; 0 for none read). */
+function shardMarks(list: string[] | number): Map<number, number> {
   const marks = new Map<number, number>();
-  if (!Array.isArray(hash)) return marks;
-  for (let index = 0; index + 1 < hash.length; index += 2) {
-    const field = hash[index] as string;
-    const value = hash[index + 1] as string;
-    if (/^\d+$/.test(field) && POSITION.test(value)) marks.set(Number(field), Number(value));
-  }
+  if (!Array.isArray(list)) return marks;
+  for (let index = 0; index + 1 < list.length; index += 2) marks.set(Number(list[index]), Number(list[index + 1]));
   return marks;
 }
 

@@ -960,6 +960,14 @@ return bucket
 export const MARK_AHEAD_US = 60_000_000;
 
 /**
+ * How far a shard's clock may be ahead of the app slot's for the record of
+ * a lowered mark (see `APPLY`): an entry the shard made before the
+ * lowering, while the mark covered it, is at most this far past the app
+ * slot's clock at the lowering. Microseconds.
+ */
+export const LOWERED_MARGIN_US = 5_000_000;
+
+/**
  * The app slot's side of the outbox, applying: per shard, the entries above
  * the shard's mark, in order, each delta into the app bucket, then the mark.
  * A group whose entries are all at or below the mark changes nothing, so an
@@ -988,7 +996,11 @@ export const MARK_AHEAD_US = 60_000_000;
  * changed outside the store) has it lowered here, from `lowerFrom` to
  * `lowerTo` (the last position the shard was told is applied) when it still
  * holds `lowerFrom`, with the entries at or below `lowerFrom` caught up in
- * the same script: no other apply comes between, to apply them as new. Any
+ * the same script: no other apply comes between, to apply them as new. The
+ * mark taken back is recorded (`loweredFrom`, no further than this server's
+ * clock plus {@link LOWERED_MARGIN_US}) until the mark passes it: an entry
+ * the shard made while the mark covered it, after the view the lowering was
+ * sent with, is caught up too by whichever apply meets it. Any
  * apply does the same, to the group's known position or floor, with a mark
  * above the group's floor and below its last entry that is none of its
  * entries' positions (the shard's positions passed such a mark before a
@@ -1062,8 +1074,12 @@ while at <= #ARGV do
   local floor = tonumber(ARGV[at + 1])
   local known = tonumber(ARGV[at + 2])
   local count = tonumber(ARGV[at + 3])
-  local mark = redis.call('HGET', KEYS.marks, shard) or '-1'
+  local lowered_field = ${F.loweredFrom} .. shard
+  local got = redis.call('HMGET', KEYS.marks, shard, lowered_field)
+  local mark = got[1] or '-1'
   local done = position_of(mark)
+  -- What an earlier lowering took back (see below), while the mark is below it.
+  local recorded = position_of(got[2])
   -- A mark that is not a position (changed outside the store) counts as none.
   if not done then mark, done = '-1', -1 end
   local gap = 0
@@ -1094,8 +1110,17 @@ while at <= #ARGV do
     if done > now_us() + ${MARK_AHEAD_US} then gap = 3 end
     -- The entries at or below the mark it had are caught up: it may have covered them, or not.
     if done > known then known = done end
+    -- And so are those this script does not see (made after the view it was sent with, while the
+    -- mark covered them: taken for applied), whoever applies them later. None made after this
+    -- lowering was covered: the record ends at this server's clock (plus a margin for the shard's).
+    local bound = math.min(done, now_us() + ${LOWERED_MARGIN_US})
+    if not recorded or bound > recorded then
+      recorded = bound
+      redis.call('HSET', KEYS.marks, lowered_field, string.format('%.0f', bound))
+    end
     mark, done = string.format('%.0f', to), to
   end
+  if recorded and recorded > known then known = recorded end
   local caught_field = ${F.caughtUp} .. shard
   if floor > done then
     gap = 1
@@ -1115,6 +1140,7 @@ while at <= #ARGV do
     end
     if moved then redis.call('HSET', KEYS.marks, shard, mark) end
     if caught then redis.call('HSET', KEYS.marks, caught_field, caught) end
+    if recorded and done >= recorded then redis.call('HDEL', KEYS.marks, lowered_field) end
   end
   marks[#marks + 1] = shard
   marks[#marks + 1] = mark
@@ -1139,9 +1165,9 @@ return { marks, bucket }
  * shard has none yet). When the last drain of the app's outboxes began at
  * least `drainMs` ago by the server's clock, the read claims the next one
  * (its write is allowed to fail: a read must not). Returns { bucket, mark,
- * claimed (0 | 1), marks }: `marks` is the marks hash as read (field, value,
- * ...) when the read claimed a drain or `allMarks` is '1', else 0; the drain
- * has in it marks read before the shards (see `Outbox.drain`).
+ * claimed (0 | 1), marks }: `marks` is every shard's mark that is a position
+ * (shard, mark, ...) when the read claimed a drain or `allMarks` is '1', else
+ * 0; the drain has in it marks read before the shards (see `Outbox.drain`).
  */
 export const READ_APP = define(
   'readApp',
@@ -1178,8 +1204,16 @@ local bucket = redis.pcall('HGETALL', KEYS.appState)
 if bucket.err then return foreign_key({ KEYS.appState, 'hash' }) or bucket end
 local all = 0
 if claimed == 1 or ARGV.allMarks == '1' then
-  all = redis.pcall('HGETALL', KEYS.marks)
-  if all.err then return foreign_key({ KEYS.marks, 'hash' }) or all end
+  local hash = redis.pcall('HGETALL', KEYS.marks)
+  if hash.err then return foreign_key({ KEYS.marks, 'hash' }) or hash end
+  all = {}
+  for index = 1, #hash, 2 do
+    -- A shard's field (digits), with a mark that is a position (see MARK): others count as none.
+    if string.match(hash[index], '^%d+$') and position_of(hash[index + 1]) then
+      all[#all + 1] = hash[index]
+      all[#all + 1] = hash[index + 1]
+    end
+  end
 end
 return { bucket, mark, claimed, all }
 `,

@@ -522,6 +522,85 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
     expect(warnings.filter((warning) => warning.appName === appName).map((warning) => warning.code)).toEqual([code]);
   });
 
+  // Was a hole (a session read's since the lowering, a drain's wider): a write the ahead mark made
+  // look applied, made after the lowerer's view of the shard and before its lowering, sat above
+  // the lowered mark and was applied later as new, over a newer value of another shard
+  // acknowledged after it. The lowering now records the mark it took back; the shard's entries up
+  // to it are caught up (only where nothing wrote since), whoever applies them.
+  it.each([
+    ['a drain', 'drain'],
+    ['a session read', 'read'],
+  ])('a write the ahead mark covered, made while %s lowers it, does not land over a newer write of another shard', async (_, by) => {
+    const appName = `app-${randomUUID()}`;
+    const [ada] = usersOfShard(shardOf, SHARDS, 5, 'q', 1) as [string];
+    const [bob] = usersOfShard(shardOf, SHARDS, 9, 'r', 1) as [string];
+    const writer = service();
+    const mine = await writer.createSession({ appName, userId: ada, sessionId: 'a' });
+    const theirs = await writer.createSession({ appName, userId: bob, sessionId: 'b' });
+    await writer.appendEvent({ session: mine, event: testEvent({ 'app:x': 'A1' }) });
+    const marks = appKeys(keyPrefix, appName).marks;
+    await client.hset(marks, '5', await ahead(4));
+    let release = () => {};
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let reached = () => {};
+    const arrived = new Promise<void>((resolve) => {
+      reached = resolve;
+    });
+    let armed = true;
+    const holding = gated(client, (command, args) => {
+      if (!armed || !runs(APPLY, command, args) || args[6] === '') return undefined;
+      armed = false;
+      reached();
+      return held;
+    });
+    const lowering =
+      by === 'read'
+        ? service({ client: holding }).getSession({ appName, userId: ada, sessionId: 'a' })
+        : service({ client: holding, drainIntervalMs: 0 }).getAppState({ appName });
+    await arrived;
+    // Below the mark: taken for applied, acknowledged; then bob's, acknowledged after it.
+    await writer.appendEvent({ session: mine, event: testEvent({ 'app:x': 'A2', 'app:y': 'A2' }) });
+    await writer.appendEvent({ session: theirs, event: testEvent({ 'app:x': 'B' }) });
+    release();
+    await lowering;
+    // Drains apply what is left (each read claims one; it runs in the background).
+    const drains = service({ drainIntervalMs: 0 });
+    for (let round = 0; round < 10; round++) {
+      await drains.getAppState({ appName });
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+    expect(await service().getAppState({ appName })).toEqual({ x: 'B', y: 'A2' });
+    expect((await service().getSession({ appName, userId: ada, sessionId: 'a' }))?.state).toEqual({
+      'app:x': 'B',
+      'app:y': 'A2',
+    });
+  });
+
+  it('a lowering records the mark it took back until the mark passes it: the entries up to it are caught up, not applied as new', async () => {
+    const app = appKeys(keyPrefix, `app-${randomUUID()}`);
+    const entry = (value: string) => JSON.stringify(['a', JSON.stringify(value)]);
+    const apply = (lowering: string[], ...group: string[]) =>
+      client.evalsha(APPLY.sha, 3, app.appState, app.marks, app.written, '0', ...lowering, ...group);
+    const record = `${FIELD.loweredFrom}5`;
+    await client.hset(app.marks, '5', '5000');
+    // A reader saw shard 5's entries up to 2000 (told up to 1000 applied) and lowers the mark to 1000.
+    await apply(['5', '5000', '1000'], '5', '-1', '1000', '1', '2000', entry('A1'));
+    expect(await client.hmget(app.marks, '5', record)).toEqual(['2000', '5000']);
+    // Another shard writes the key now (the app slot's clock: after every position here).
+    await apply(['', '', ''], '9', '-1', '-1', '1', String(await serverMicros(client)), entry('B'));
+    // An entry shard 5 made before the lowering, not in the reader's view: caught up, B stays.
+    const a1 = ['2000', entry('A1')];
+    await apply(['', '', ''], '5', '-1', '1000', '2', ...a1, '3000', entry('A2'));
+    expect(await client.hget(app.appState, 'a')).toBe(JSON.stringify('B'));
+    expect(await client.hmget(app.marks, '5', record)).toEqual(['3000', '5000']);
+    // One above the record is applied as new, and the record goes.
+    await apply(['', '', ''], '5', '-1', '1000', '3', ...a1, '3000', entry('A2'), '6000', entry('A3'));
+    expect(await client.hget(app.appState, 'a')).toBe(JSON.stringify('A3'));
+    expect(await client.hmget(app.marks, '5', record)).toEqual(['6000', null]);
+  });
+
   // Was a hole in the fix above: whether the mark was lowered or the shard's last position raised
   // to it was told by the clock at the read, and an app: write made while the mark was more than a
   // minute ahead, read when it was less, stayed taken for applied: lost, acknowledged.
