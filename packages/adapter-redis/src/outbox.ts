@@ -441,11 +441,11 @@ export class Outbox {
     call: StoreCall | undefined,
     appName: string,
     shard: number | undefined,
-  ): Promise<{ bucket: string[]; mark: number }> {
-    const [bucket, mark, claimed, marks] = await this.#readApp(operation, call, appName, shard, false);
+  ): Promise<{ bucket: string[]; mark: number; lowered: number }> {
+    const [bucket, mark, claimed, marks, lowered] = await this.#readApp(operation, call, appName, shard, false);
     if (shard !== undefined) this.#learn(appName, shard, mark);
     if (Number(claimed) === 1) this.#startDrain(appName, shardMarks(marks));
-    return { bucket, mark: mark === '' ? -1 : Number(mark) };
+    return { bucket, mark: mark === '' ? -1 : Number(mark), lowered: Number(lowered ?? -1) };
   }
 
   #readApp(
@@ -454,7 +454,7 @@ export class Outbox {
     appName: string,
     shard: number | undefined,
     allMarks: boolean,
-  ): Promise<[string[], string, number | string, string[] | number]> {
+  ): Promise<[string[], string, number | string, string[] | number, string | undefined]> {
     const app = appKeys(this.#options.prefix, appName);
     return this.#run(
       operation,
@@ -470,7 +470,7 @@ export class Outbox {
             : String(this.#options.drainMs),
         allMarks: allMarks ? '1' : '0',
       }),
-    ) as Promise<[string[], string, number | string, string[] | number]>;
+    ) as Promise<[string[], string, number | string, string[] | number, string | undefined]>;
   }
 
   /**
@@ -570,9 +570,11 @@ export class Outbox {
       // (see APPLY), and says how far the shard's entries were caught up: when that covers them,
       // laying them over this read's bucket could show a lost value over a newer one, so the read
       // shows the bucket as the catch-up left it, if no later entry of the shard (an append this
-      // read does not show) was applied since.
+      // read does not show) was applied since. So are entries at or below what a lowering of the
+      // mark took back (made while the mark covered them, see APPLY).
+      const caughtUpTo = Math.max(view.known, app.lowered);
       let highest = -1;
-      for (const [position] of view.entries) if (position > mark && position <= view.known) highest = position;
+      for (const [position] of view.entries) if (position > mark && position <= caughtUpTo) highest = position;
       const outcome = await this.apply(operation, call, appName, shard, view, {
         wantBucket: highest >= 0,
         waited: UNWAITED,

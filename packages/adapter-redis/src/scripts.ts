@@ -965,7 +965,7 @@ export const MARK_AHEAD_US = 60_000_000;
  * lowering, while the mark covered it, is at most this far past the app
  * slot's clock at the lowering. Microseconds.
  */
-export const LOWERED_MARGIN_US = 5_000_000;
+export const LOWERED_MARGIN_US = 1_000_000;
 
 /**
  * The app slot's side of the outbox, applying: per shard, the entries above
@@ -1165,7 +1165,8 @@ return { marks, bucket }
  * shard has none yet). When the last drain of the app's outboxes began at
  * least `drainMs` ago by the server's clock, the read claims the next one
  * (its write is allowed to fail: a read must not). Returns { bucket, mark,
- * claimed (0 | 1), marks }: `marks` is every shard's mark that is a position
+ * claimed (0 | 1), marks, lowered }: `lowered` is what a lowering of the
+ * shard's mark took back (see `APPLY`; '-1' for none); `marks` is every shard's mark that is a position
  * (shard, mark, ...) when the read claimed a drain or `allMarks` is '1', else
  * 0; the drain has in it marks read before the shards (see `Outbox.drain`).
  */
@@ -1181,13 +1182,14 @@ local function marks_field(field)
   if type(found) == 'table' then return nil, foreign_key({ KEYS.marks, 'hash' }) or found end
   return found
 end
-local mark = ''
+local mark, lowered = '', '-1'
 if ARGV.shard ~= '' then
-  local failed
-  mark, failed = marks_field(ARGV.shard)
-  if failed then return failed end
+  local found = redis.pcall('HMGET', KEYS.marks, ARGV.shard, ${F.loweredFrom} .. ARGV.shard)
+  if found.err then return foreign_key({ KEYS.marks, 'hash' }) or found end
+  mark = found[1]
   -- None yet, or not a position (changed outside the store): none, as when applying.
   if not position_of(mark) then mark = '-1' end
+  if position_of(found[2]) then lowered = found[2] end
 end
 local claimed = 0
 if ARGV.drainMs ~= '' then
@@ -1215,7 +1217,7 @@ if claimed == 1 or ARGV.allMarks == '1' then
     end
   end
 end
-return { bucket, mark, claimed, all }
+return { bucket, mark, claimed, all, lowered }
 `,
 );
 

@@ -565,6 +565,11 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
     await writer.appendEvent({ session: theirs, event: testEvent({ 'app:x': 'B' }) });
     release();
     await lowering;
+    // The next session read of the shard applies it as a catch-up, and shows what that left.
+    expect((await service().getSession({ appName, userId: ada, sessionId: 'a' }))?.state).toEqual({
+      'app:x': 'B',
+      'app:y': 'A2',
+    });
     // Drains apply what is left (each read claims one; it runs in the background).
     const drains = service({ drainIntervalMs: 0 });
     for (let round = 0; round < 10; round++) {
