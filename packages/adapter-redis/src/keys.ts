@@ -88,7 +88,7 @@ export const FIELD = {
   last: '\u0000q',
   /** Outbox: the highest position known applied to the app slot. */
   known: '\u0000s',
-  /** Outbox: every entry at or below this position has been removed. */
+  /** Outbox: every entry at or below this position has been removed (the highest removed). */
   floor: '\u0000f',
   /** Marks (app slot): the server time (ms) the last drain of the app's outboxes began. */
   drained: '\u0000d',

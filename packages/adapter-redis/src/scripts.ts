@@ -214,9 +214,10 @@ local function outbox_ack(outbox, ack, keep_us)
   if #gone == 0 then return meta end
   redis.call('HDEL', outbox, unpack(gone))
   redis.call('ZREM', index, unpack(gone))
-  -- The floor moves only over entries removed (all of them up to cut, or up to the 1000th).
-  local floor = cut
-  if #gone == 1000 then floor = tonumber(gone[#gone]) or cut end
+  -- The floor moves only over entries removed, to the highest of them (every entry up to cut, or
+  -- up to the 1000th): one of the outbox's positions, so a mark raised to it (the repair of a mark
+  -- the app slot lost, see Outbox) is one an older view of the outbox holds.
+  local floor = tonumber(gone[#gone]) or cut
   meta[3] = floor
   redis.call('HSET', outbox, ${F.floor}, string.format('%.0f', floor))
   return meta

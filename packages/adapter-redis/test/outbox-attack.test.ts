@@ -722,6 +722,45 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
       'shard-position-behind',
     ]);
   });
+  // Was noise after an app slot's failover: a shard's floor was a time (its keep window's edge),
+  // none of its positions, and the repair of a lost mark raised the mark to it; an apply with an
+  // older view of the shard then took that mark for one the shard never gave and "lowered" it,
+  // reporting `shard-position-behind` though nothing was wrong. The floor is now the highest
+  // position the shard removed: a mark raised to it is one of the shard's positions.
+  it("a shard's floor is the highest position it removed: an older view's apply finds a mark raised to it", async () => {
+    const appName = `app-${randomUUID()}`;
+    const shard = '5';
+    const keys = shardKeys(keyPrefix, appName, 5, SHARDS);
+    const app = appKeys(keyPrefix, appName);
+    const now = await serverMicros(client);
+    const [first, second] = [String(now - 10_000_000), String(now - 1_000)];
+    const [one, two] = [JSON.stringify(['x', '1']), JSON.stringify(['x', '2'])];
+    await client.hset(keys.outbox, FIELD.last, second, first, one, second, two);
+    await client.zadd(`${keys.outbox}${OUTBOX_INDEX_SUFFIX}`, first, first, second, second);
+    // Told both are applied, the shard removes the first (older than the 5 s kept), not the second.
+    await client.evalsha(PEEK.sha, 3, keys.outbox, keys.shardIndex, keys.expiry, second, '', '5000000');
+    expect(await client.hexists(keys.outbox, first)).toBe(0);
+    const floor = (await client.hget(keys.outbox, FIELD.floor)) as string;
+    expect(floor).toBe(first);
+    // The app slot lost its mark, and a read's repair raised it to the floor; an apply whose view
+    // was read before the removal (both entries, told only the first was applied) comes after.
+    await client.hset(app.marks, shard, floor);
+    const group = [shard, '-1', first, '2', first, one, second, two];
+    const [marks] = (await client.evalsha(
+      APPLY.sha,
+      3,
+      app.appState,
+      app.marks,
+      app.written,
+      '0',
+      '',
+      '',
+      '',
+      ...group,
+    )) as [Array<string | number>];
+    expect(marks.map(String)).toEqual([shard, second, '0', '-1']);
+    expect(await client.hget(app.appState, 'x')).toBe('2');
+  });
 
   // Was a hole in the fix above: a mark a repair raised to the shard's floor after the app slot
   // lost marks (a time, none of the shard's positions) was taken for one the shard never gave by
