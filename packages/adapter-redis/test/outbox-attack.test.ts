@@ -189,6 +189,22 @@ async function loadAttack(client: Redis, service: Make, warnings: RedisStoreWarn
   expect(warnings.filter((warning) => warning.appName === appName)).toEqual([]);
 }
 
+/**
+ * Runs `APPLY` on an app's slot as the store sends it: `group` per shard (its number,
+ * floor, known position, entry count, then position, delta, ...), `lowering` the three
+ * lowering arguments (none by default).
+ */
+function rawApply(
+  client: Redis,
+  app: { appState: string; marks: string; written: string },
+  group: string[],
+  lowering: string[] = ['', '', ''],
+): Promise<[Array<string | number>, unknown]> {
+  return client.evalsha(APPLY.sha, 3, app.appState, app.marks, app.written, '0', ...lowering, ...group) as Promise<
+    [Array<string | number>, unknown]
+  >;
+}
+
 describe('attacks on the outbox protocol (single server, one slot per script)', () => {
   let client: Redis;
   const warnings: RedisStoreWarning[] = [];
@@ -452,6 +468,17 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
     expect(warnings.filter((warning) => warning.appName === appName).length).toBeLessThan(10);
   });
 
+  /** A new app with a session of ada's on shard 5 (`mine`) and one of bob's on shard 9 (`theirs`). */
+  async function adaAndBob() {
+    const appName = `app-${randomUUID()}`;
+    const [ada] = usersOfShard(shardOf, SHARDS, 5, 'q', 1) as [string];
+    const [bob] = usersOfShard(shardOf, SHARDS, 9, 'r', 1) as [string];
+    const writer = service();
+    const mine = await writer.createSession({ appName, userId: ada, sessionId: 'a' });
+    const theirs = await writer.createSession({ appName, userId: bob, sessionId: 'b' });
+    return { appName, ada, writer, mine, theirs };
+  }
+
   /** `now` plus `seconds`, as a position on the server's clock. */
   async function ahead(seconds: number): Promise<string> {
     const [now = 0, micros = 0] = await client.time();
@@ -531,12 +558,7 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
     ['a drain', 'drain'],
     ['a session read', 'read'],
   ])('a write the ahead mark covered, made while %s lowers it, does not land over a newer write of another shard', async (_, by) => {
-    const appName = `app-${randomUUID()}`;
-    const [ada] = usersOfShard(shardOf, SHARDS, 5, 'q', 1) as [string];
-    const [bob] = usersOfShard(shardOf, SHARDS, 9, 'r', 1) as [string];
-    const writer = service();
-    const mine = await writer.createSession({ appName, userId: ada, sessionId: 'a' });
-    const theirs = await writer.createSession({ appName, userId: bob, sessionId: 'b' });
+    const { appName, ada, writer, mine, theirs } = await adaAndBob();
     await writer.appendEvent({ session: mine, event: testEvent({ 'app:x': 'A1' }) });
     const marks = appKeys(keyPrefix, appName).marks;
     await client.hset(marks, '5', await ahead(4));
@@ -586,8 +608,7 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
   it('a lowering records the mark it took back until the mark passes it: the entries up to it are caught up, not applied as new', async () => {
     const app = appKeys(keyPrefix, `app-${randomUUID()}`);
     const entry = (value: string) => JSON.stringify(['a', JSON.stringify(value)]);
-    const apply = (lowering: string[], ...group: string[]) =>
-      client.evalsha(APPLY.sha, 3, app.appState, app.marks, app.written, '0', ...lowering, ...group);
+    const apply = (lowering: string[], ...group: string[]) => rawApply(client, app, group, lowering);
     const record = `${FIELD.loweredFrom}5`;
     await client.hset(app.marks, '5', '5000');
     // A reader saw shard 5's entries up to 2000 (told up to 1000 applied) and lowers the mark to 1000.
@@ -628,12 +649,7 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
     ['applied before the mark was changed', true],
     ['made while the mark was ahead', false],
   ])('the lowered mark catches up an entry %s only where no later write landed', async (_, before) => {
-    const appName = `app-${randomUUID()}`;
-    const [ada] = usersOfShard(shardOf, SHARDS, 5, 'q', 1) as [string];
-    const [bob] = usersOfShard(shardOf, SHARDS, 9, 'r', 1) as [string];
-    const writer = service();
-    const mine = await writer.createSession({ appName, userId: ada, sessionId: 'a' });
-    const theirs = await writer.createSession({ appName, userId: bob, sessionId: 'b' });
+    const { appName, ada, writer, mine, theirs } = await adaAndBob();
     const damage = async () => client.hset(appKeys(keyPrefix, appName).marks, '5', await ahead(3_600));
     if (!before) await damage();
     await writer.appendEvent({ session: mine, event: testEvent({ 'app:y': 'A', 'app:z': 'A' }) });
@@ -746,18 +762,7 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
     // was read before the removal (both entries, told only the first was applied) comes after.
     await client.hset(app.marks, shard, floor);
     const group = [shard, '-1', first, '2', first, one, second, two];
-    const [marks] = (await client.evalsha(
-      APPLY.sha,
-      3,
-      app.appState,
-      app.marks,
-      app.written,
-      '0',
-      '',
-      '',
-      '',
-      ...group,
-    )) as [Array<string | number>];
+    const [marks] = await rawApply(client, app, group);
     expect(marks.map(String)).toEqual([shard, second, '0', '-1']);
     expect(await client.hget(app.appState, 'x')).toBe('2');
   });
@@ -772,7 +777,7 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
     const entry = (value: number) => JSON.stringify(['a', JSON.stringify(value)]);
     // A view of shard 5 from floor 1000, told that everything up to 4000 was applied once.
     const group = ['5', '1000', '4000', '3', '2000', entry(2), '3000', entry(3), '4000', entry(4)];
-    await client.evalsha(APPLY.sha, 3, app.appState, app.marks, app.written, '0', '', '', '', ...group);
+    await rawApply(client, app, group);
     expect(await client.hget(app.marks, '5')).toBe('4000');
     expect(await client.hget(app.appState, 'a')).toBe('4');
   });
@@ -1103,23 +1108,7 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
     first.sort((a, b) => Number(a) - Number(b));
     const delta = await client.hget(shardKeys(keyPrefix, appName, shard, SHARDS).outbox, first[0] as string);
     const app = appKeys(keyPrefix, appName);
-    await client.evalsha(
-      APPLY.sha,
-      3,
-      app.appState,
-      app.marks,
-      app.written,
-      '0',
-      '',
-      '',
-      '',
-      String(shard),
-      '-1',
-      '-1',
-      '1',
-      first[0] as string,
-      delta as string,
-    );
+    await rawApply(client, app, [String(shard), '-1', '-1', '1', first[0] as string, delta as string]);
     expect(await service().getAppState({ appName })).toEqual(expected);
     // Past the keep window, a drain (after the one that hands the mark over) leaves no entry.
     await untilServerTime(client, (await serverMicros(client)) + 2_100_000);
