@@ -100,8 +100,8 @@ export const FIELD = {
   caughtUp: '\u0000c',
   /**
    * Marks (app slot): this prefix, then a shard's number: the mark a
-   * lowering took back (at most the app slot's clock then, plus a margin:
-   * `LOWERED_MARGIN_US` in `scripts.ts`): the shard's entries at or below it that are
+   * lowering took back (at most the app slot's clock then): the shard's
+   * entries at or below it that are
    * above the mark may have been taken for applied, and are caught up, not
    * applied as new. Removed once the mark passes it.
    */

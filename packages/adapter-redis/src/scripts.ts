@@ -961,14 +961,6 @@ return bucket
 export const MARK_AHEAD_US = 60_000_000;
 
 /**
- * How far a shard's clock may be ahead of the app slot's for the record of
- * a lowered mark (see `APPLY`): an entry the shard made before the
- * lowering, while the mark covered it, is at most this far past the app
- * slot's clock at the lowering. Microseconds.
- */
-export const LOWERED_MARGIN_US = 1_000_000;
-
-/**
  * The app slot's side of the outbox, applying: per shard, the entries above
  * the shard's mark, in order, each delta into the app bucket, then the mark.
  * A group whose entries are all at or below the mark changes nothing, so an
@@ -999,7 +991,7 @@ export const LOWERED_MARGIN_US = 1_000_000;
  * holds `lowerFrom`, with the entries at or below `lowerFrom` caught up in
  * the same script: no other apply comes between, to apply them as new. The
  * mark taken back is recorded (`loweredFrom`, no further than this server's
- * clock plus {@link LOWERED_MARGIN_US}) until the mark passes it: an entry
+ * clock) until the mark passes it: an entry
  * the shard made while the mark covered it, after the view the lowering was
  * sent with, is caught up too by whichever apply meets it. Any
  * apply does the same, to the group's known position or floor, with a mark
@@ -1103,8 +1095,9 @@ while at <= #ARGV do
     end
     if done < highest and not found then lowered, to = true, math.max(known, floor) end
   end
-  -- Only ever down: a mark a repair raised to the shard's floor (a time, none of its positions)
-  -- is passed by the group's positions too, and one raised above it would skip entries.
+  -- Only ever down: a mark a repair raised to a floor an earlier version wrote (a time, none of
+  -- the shard's positions) is passed by the group's positions too, and one raised above it would
+  -- skip entries.
   if lowered and to >= done then lowered = false end
   if lowered then
     gap = 2
@@ -1113,8 +1106,9 @@ while at <= #ARGV do
     if done > known then known = done end
     -- And so are those this script does not see (made after the view it was sent with, while the
     -- mark covered them: taken for applied), whoever applies them later. None made after this
-    -- lowering was covered: the record ends at this server's clock (plus a margin for the shard's).
-    local bound = math.min(done, now_us() + ${LOWERED_MARGIN_US})
+    -- lowering was covered: the record ends at this server's clock, which the shard's positions
+    -- follow (an entry made after it is applied as new; on clocks that differ, see the README).
+    local bound = math.min(done, now_us())
     if not recorded or bound > recorded then
       recorded = bound
       redis.call('HSET', KEYS.marks, lowered_field, string.format('%.0f', bound))

@@ -768,7 +768,7 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
   });
 
   // Was a hole in the fix above: a mark a repair raised to the shard's floor after the app slot
-  // lost marks (a time, none of the shard's positions) was taken for one the shard never gave by
+  // lost marks (then a time, none of the shard's positions) was taken for one the shard never gave by
   // the next apply, whose view was older, and "lowered" up to its known position: the entries
   // between were never applied again.
   it("an apply never takes a mark a repair raised to the shard's floor for a foreign one", async () => {
