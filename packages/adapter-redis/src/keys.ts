@@ -100,10 +100,10 @@ export const FIELD = {
   caughtUp: '\u0000c',
   /**
    * Marks (app slot): this prefix, then a shard's number: the mark a
-   * lowering took back (at most the app slot's clock then): the shard's
-   * entries at or below it that are
-   * above the mark may have been taken for applied, and are caught up, not
-   * applied as new. Removed once the mark passes it.
+   * lowering took back (at most the app slot's clock then). The shard's
+   * entries at or below it that are above the mark may have been taken for
+   * applied, and are caught up, not applied as new. Removed once the mark
+   * passes it.
    */
   loweredFrom: '\u0000l',
   /** Layout record: the number of shards. */

@@ -420,15 +420,8 @@ export class Outbox {
         appName,
         shard,
       );
-      if (current.floor > Number(mark) || attempt >= 3) {
-        await this.#raise(operation, call, app.marks, String(shard), current.floor);
-        this.#options.warn({
-          code: 'app-mark-behind',
-          appName,
-          shard,
-          message: `${appMarkBehind(shard, mark, current.floor)}; the mark was raised, the lost app: writes stay lost`,
-        });
-      }
+      if (current.floor > Number(mark) || attempt >= 3)
+        await this.#raiseLost({ operation, call, appName, shard, mark: Number(mark), view: current });
     }
   }
 
@@ -454,7 +447,7 @@ export class Outbox {
     appName: string,
     shard: number | undefined,
     allMarks: boolean,
-  ): Promise<[string[], string, number | string, string[] | number, string | undefined]> {
+  ): Promise<AppReadReply> {
     const app = appKeys(this.#options.prefix, appName);
     return this.#run(
       operation,
@@ -470,7 +463,7 @@ export class Outbox {
             : String(this.#options.drainMs),
         allMarks: allMarks ? '1' : '0',
       }),
-    ) as Promise<[string[], string, number | string, string[] | number, string | undefined]>;
+    ) as Promise<AppReadReply>;
   }
 
   /**
@@ -597,19 +590,30 @@ export class Outbox {
    * (the server refuses writes) is reported too, and the read answers all
    * the same.
    */
-  async #repair({ operation, call, appName, shard, mark, view }: Disagreement): Promise<void> {
-    const message = appMarkBehind(shard, String(mark), view.floor);
+  async #repair(disagreement: Disagreement): Promise<void> {
     try {
-      await this.#raise(operation, call, appKeys(this.#options.prefix, appName).marks, String(shard), view.floor);
-      this.#options.warn({
-        code: 'app-mark-behind',
+      await this.#raiseLost(disagreement);
+    } catch (error) {
+      const { appName, shard, mark, view } = disagreement;
+      this.#failedRepair(
+        'app-mark-behind',
         appName,
         shard,
-        message: `${message}; the mark was raised, the lost app: writes stay lost`,
-      });
-    } catch (error) {
-      this.#failedRepair('app-mark-behind', appName, shard, `${message}; raising it`, error);
+        `${appMarkBehind(shard, mark, view.floor)}; raising it`,
+        error,
+      );
     }
+  }
+
+  /** Raises an app mark below the view's floor to it and says so (see {@link repair}); rejects when the raise fails. */
+  async #raiseLost({ operation, call, appName, shard, mark, view }: Disagreement): Promise<void> {
+    await this.#raise(operation, call, appKeys(this.#options.prefix, appName).marks, String(shard), view.floor);
+    this.#options.warn({
+      code: 'app-mark-behind',
+      appName,
+      shard,
+      message: `${appMarkBehind(shard, mark, view.floor)}; the mark was raised, the lost app: writes stay lost`,
+    });
   }
 
   /** Reports an apply's own lowering of a mark (the apply's `state` for the shard 2 or 3; else nothing). */
@@ -859,7 +863,10 @@ function slotId(appName: string, shard: number): string {
   return `${shard}#${appName}`;
 }
 
-/** What a read found the two slots disagree on: the app slot's mark of `shard`, and the shard's outbox. */
+/** `READ_APP`'s reply: bucket, mark, claimed, the shards' marks (or 0), what a lowering took back. */
+type AppReadReply = [string[], string, number | string, string[] | number, string | undefined];
+
+/** What a read or an apply found the two slots disagree on: the app slot's mark of `shard`, and the shard's outbox. */
 interface Disagreement {
   operation: string;
   call: StoreCall | undefined;
@@ -881,7 +888,7 @@ function shardMarks(list: string[] | number): Map<number, number> {
 const NO_LOWERING = { lowerShard: '', lowerFrom: '', lowerTo: '' } as const;
 
 /** What an `app-mark-behind` warning says before what the repair did. */
-function appMarkBehind(shard: number, mark: string, floor: number): string {
+function appMarkBehind(shard: number, mark: number, floor: number): string {
   return `the app slot's mark of shard ${shard} (${mark}) is below entries the shard removed as applied (up to ${floor}): the app slot lost applied writes (a failover to a replica that lagged?)`;
 }
 

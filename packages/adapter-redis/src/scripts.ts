@@ -991,10 +991,9 @@ export const MARK_AHEAD_US = 60_000_000;
  * holds `lowerFrom`, with the entries at or below `lowerFrom` caught up in
  * the same script: no other apply comes between, to apply them as new. The
  * mark taken back is recorded (`loweredFrom`, no further than this server's
- * clock) until the mark passes it: an entry
- * the shard made while the mark covered it, after the view the lowering was
- * sent with, is caught up too by whichever apply meets it. Any
- * apply does the same, to the group's known position or floor, with a mark
+ * clock) until the mark passes it: an entry the shard made while the mark
+ * covered it, after the view the lowering was sent with, is caught up too by
+ * whichever apply meets it. Any apply does the same, to the group's known position or floor, with a mark
  * above the group's floor and below its last entry that is none of its
  * entries' positions (the shard's positions passed such a mark before a
  * read found it).
@@ -1161,9 +1160,10 @@ return { marks, bucket }
  * least `drainMs` ago by the server's clock, the read claims the next one
  * (its write is allowed to fail: a read must not). Returns { bucket, mark,
  * claimed (0 | 1), marks, lowered }: `lowered` is what a lowering of the
- * shard's mark took back (see `APPLY`; '-1' for none); `marks` is every shard's mark that is a position
- * (shard, mark, ...) when the read claimed a drain or `allMarks` is '1', else
- * 0; the drain has in it marks read before the shards (see `Outbox.drain`).
+ * shard's mark took back (see `APPLY`; '-1' for none); `marks` is every
+ * shard's mark that is a position (shard, mark, ...) when the read claimed a
+ * drain or `allMarks` is '1', else 0: the drain has in it marks read before
+ * the shards (see `Outbox.drain`).
  */
 export const READ_APP = define(
   'readApp',

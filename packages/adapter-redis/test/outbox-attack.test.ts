@@ -468,6 +468,26 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
     expect(warnings.filter((warning) => warning.appName === appName).length).toBeLessThan(10);
   });
 
+  /**
+   * The app state read through a service that claims a drain at every read
+   * (it runs in the background; a later read sees its work), `reads` times at
+   * most, 25 ms apart, until `done` holds of it.
+   */
+  async function drainedAppState(
+    appName: string,
+    done: (state: Record<string, unknown>) => boolean,
+    reads = 40,
+  ): Promise<Record<string, unknown>> {
+    const drains = service({ drainIntervalMs: 0 });
+    let state: Record<string, unknown> = {};
+    for (let read = 0; read < reads; read++) {
+      state = await drains.getAppState({ appName });
+      if (done(state)) break;
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+    return state;
+  }
+
   /** A new app with a session of ada's on shard 5 (`mine`) and one of bob's on shard 9 (`theirs`). */
   async function adaAndBob() {
     const appName = `app-${randomUUID()}`;
@@ -536,14 +556,7 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
     const { appName, marks, shard } = await markAheadAfterOneWrite(seconds);
     const plain = service();
     expect(await plain.getAppState({ appName })).toEqual({ x: 1 });
-    const drains = service({ drainIntervalMs: 0 });
-    let state: Record<string, unknown> = {};
-    for (let attempt = 0; attempt < 40; attempt++) {
-      // The first read claims a drain and starts it in the background; a later read sees its work.
-      state = await drains.getAppState({ appName });
-      if (state.y === 2) break;
-      await new Promise((resolve) => setTimeout(resolve, 25));
-    }
+    const state = await drainedAppState(appName, (read) => read.y === 2);
     expect(state).toEqual({ x: 2, y: 2 });
     expect(BigInt((await client.hget(marks, String(shard))) ?? '0')).toBeLessThan(BigInt(await ahead(0)));
     expect(warnings.filter((warning) => warning.appName === appName).map((warning) => warning.code)).toEqual([code]);
@@ -592,12 +605,8 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
       'app:x': 'B',
       'app:y': 'A2',
     });
-    // Drains apply what is left (each read claims one; it runs in the background).
-    const drains = service({ drainIntervalMs: 0 });
-    for (let round = 0; round < 10; round++) {
-      await drains.getAppState({ appName });
-      await new Promise((resolve) => setTimeout(resolve, 25));
-    }
+    // Drains apply what is left.
+    await drainedAppState(appName, () => false, 10);
     expect(await service().getAppState({ appName })).toEqual({ x: 'B', y: 'A2' });
     expect((await service().getSession({ appName, userId: ada, sessionId: 'a' }))?.state).toEqual({
       'app:x': 'B',
@@ -948,14 +957,7 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
   it('after the app slot loses applies, a drain catches them up where no later write landed', async () => {
     const appName = `app-${randomUUID()}`;
     await lostThenNewer(appName);
-    const drains = service({ drainIntervalMs: 0 });
-    // The first read claims a drain and starts it in the background; a later read sees its work.
-    let state: Record<string, unknown> = {};
-    for (let attempt = 0; attempt < 40; attempt++) {
-      state = await drains.getAppState({ appName });
-      if (state.y === 'A1') break;
-      await new Promise((resolve) => setTimeout(resolve, 25));
-    }
+    const state = await drainedAppState(appName, (read) => read.y === 'A1');
     expect(state).toEqual({ x: 'B1', y: 'A1', z: 'B0' });
     expect(warnings.filter((warning) => warning.appName === appName)).toEqual([]);
   });
