@@ -50,7 +50,7 @@ export const PART = {
   appState: 'a',
   /** Hash (app slot): per shard, the outbox position applied up to; the last drain time. `w` */
   marks: 'w',
-  /** Hash (app slot): per state key of the app bucket, when it was last written (the server's clock, µs). `k` */
+  /** Hash (app slot): per state key of the app bucket, the position of the outbox entry whose value it holds (µs). `k` */
   written: 'k',
 } as const;
 
@@ -241,7 +241,7 @@ export interface AppKeys {
   appState: string;
   /** Hash: per shard, the outbox position applied up to (cluster protocol). */
   marks: string;
-  /** Hash: per state key, when it was last written (the app slot's clock, µs; cluster protocol). */
+  /** Hash: per state key, the position of the outbox entry whose value it holds (µs; cluster protocol). */
   written: string;
 }
 

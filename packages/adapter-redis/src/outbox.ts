@@ -40,8 +40,9 @@
  * slot's mark was applied once and lost since by the app slot (a failover to
  * a replica that lagged). Writers, readers and drains find such a shard (its
  * view's floor is above the mark) and apply those entries again, but only to
- * the state keys last written before the entry was made: the app slot keeps
- * beside the bucket when each key was written (see `APPLY`).
+ * the state keys whose value was made before the entry: the app slot keeps
+ * beside the bucket the position of the entry each key's value came from (see
+ * `APPLY`).
  *
  * A session read is of one moment: it reads the session with its shard's
  * outbox (position `last`, entries above `floor`) and the app bucket with the
@@ -523,7 +524,7 @@ export class Outbox {
         // Read before the shard, the mark is above every position the shard gave: the shard lost
         // positions (a failover), or the mark was changed outside the store. It is lowered to what
         // the shard was told is applied, and the entries above that caught up, in one script: each
-        // only to the keys last written before it was made, as the mark may or may not have covered
+        // only to the keys whose value was made before it, as the mark may or may not have covered
         // it (applied before the shard lost positions or the mark was changed; or made since, and
         // taken for applied).
         const lowered = await this.#lower({ operation, call, appName, shard, mark: before.mark, view });
@@ -559,7 +560,7 @@ export class Outbox {
       // Entries the shard was told were applied are above this mark when the read's app read is
       // older than that (a slow read: laying them over shows one moment), or when the app slot
       // lost them (a failover, a damaged mark). The apply (this one, or another reader's or a
-      // drain's before it) catches lost ones up only to the keys last written before each was made
+      // drain's before it) catches lost ones up only to the keys whose value was made before each
       // (see APPLY), and says how far the shard's entries were caught up: when that covers them,
       // laying them over this read's bucket could show a lost value over a newer one, so the read
       // shows the bucket as the catch-up left it, if no later entry of the shard (an append this

@@ -969,20 +969,21 @@ export const MARK_AHEAD_US = 60_000_000;
  * above the mark (the app slot lost marks, after a failover) is not applied,
  * and says so, for the applier to read the outbox again from the mark.
  *
- * Beside the bucket, each state key keeps the time (the app slot's clock,
- * microseconds) it was last written. An entry at or below the shard's known
- * position (`known`, what the shard was told the app slot had applied) but
- * above the mark was applied once and lost since by the app slot (a
- * failover to a replica that lagged): it is applied again only to the keys
- * last written before the entry was made (its position, the shard's clock),
- * which it stamps with that position, so that the next lost entry (of the
- * same shard, or made later on another) still lands over it.
- * A key written after that keeps its value: by a write applied after the
- * failover, which is newer, or by one applied before it that may have been
- * newer (a replica holds a prefix of its master's writes, but the entry's
- * first apply may have come after it). So a lost write may stay lost for a
- * key, and never lands over a newer value; on the clock assumption the
- * positions make already (clocks agree to well within a failover's time).
+ * Beside the bucket, each state key keeps the position of the entry whose
+ * value it holds: when that write was made, on its shard's clock. An entry at
+ * or below the shard's known position (`known`, what the shard was told the
+ * app slot had applied) but above the mark was applied once and lost since by
+ * the app slot (a failover to a replica that lagged): it is applied again
+ * (caught up) only to the keys whose value was made before it. A key whose
+ * value was made after it keeps that value, whichever of the two reached the
+ * app slot first: a write made after the failover, a later one the replica
+ * kept, or a later one lost too and caught up first. So is a later one that
+ * an apply holding a view from before the failover brought back as new (its
+ * view did not know the entry applied): the key keeps the entry's position,
+ * not the time it landed. A lost write may stay lost for a key that a later
+ * write set, and never lands over a value made after it; on the clock
+ * assumption the positions make already (clocks agree to well within a
+ * failover's time).
  *
  * A reader that found the mark of shard `lowerShard` above every position
  * the shard gave (the shard lost positions in a failover, or the mark was
@@ -1022,42 +1023,35 @@ local function hset_list(hash, list)
     redis.call('HSET', hash, unpack(list, from, math.min(#list, from + 1999)))
   end
 end
--- An entry's pairs into the bucket, and beside each key the time it was written (the server's
--- clock, microseconds); a lost entry applied again (caught up) only to the keys last written
--- before the entry was made (its position), which it stamps with that position.
-local applied_at = string.format('%.0f', now_us())
+-- An entry's pairs into the bucket, and beside each key the position of the entry that wrote it (the
+-- time it was made, on the shard's clock); a lost entry applied again (caught up) only to the keys
+-- whose value was made before it.
 local function apply_entry(list, position_text, caught_up)
-  if caught_up and #list > 0 then
-    local made = tonumber(position_text)
-    local keys = {}
-    for index = 1, #list, 2 do keys[#keys + 1] = list[index] end
-    local kept, stamps = {}, {}
-    for first = 1, #keys, 1000 do
-      local last = math.min(#keys, first + 999)
-      local times = redis.call('HMGET', KEYS.written, unpack(keys, first, last))
-      for index = first, last do
-        local written = position_of(times[index - first + 1])
-        if not written or written < made then
-          kept[#kept + 1] = list[2 * index - 1]
-          kept[#kept + 1] = list[2 * index]
-          stamps[#stamps + 1] = list[2 * index - 1]
-          -- The time the entry was made, not now: a later lost entry (of this shard, or made later on
-          -- another) still lands over it.
-          stamps[#stamps + 1] = position_text
+  local made = tonumber(position_text)
+  local kept, stamps = list, {}
+  if caught_up then kept = {} end
+  for first = 1, #list, 2000 do
+    local last = math.min(#list, first + 1999)
+    local times = nil
+    if caught_up then
+      local keys = {}
+      for index = first, last, 2 do keys[#keys + 1] = list[index] end
+      times = redis.call('HMGET', KEYS.written, unpack(keys))
+    end
+    for index = first, last, 2 do
+      local written = times and position_of(times[(index - first) / 2 + 1])
+      if not written or written < made then
+        if caught_up then
+          kept[#kept + 1] = list[index]
+          kept[#kept + 1] = list[index + 1]
         end
+        stamps[#stamps + 1] = list[index]
+        stamps[#stamps + 1] = position_text
       end
     end
-    list = kept
-    hset_list(KEYS.written, stamps)
-  else
-    local stamps = {}
-    for index = 1, #list, 2 do
-      stamps[#stamps + 1] = list[index]
-      stamps[#stamps + 1] = applied_at
-    end
-    hset_list(KEYS.written, stamps)
   end
-  hset_list(KEYS.appState, list)
+  hset_list(KEYS.written, stamps)
+  hset_list(KEYS.appState, kept)
 end
 local marks = {}
 local at = ARGV_REST

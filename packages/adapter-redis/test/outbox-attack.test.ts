@@ -636,6 +636,33 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
     expect(await client.hmget(app.marks, '5', record)).toEqual(['6000', null]);
   });
 
+  it('an apply gives each key it sets its entry position; a catch-up sets only the keys whose value was made before it, in entries of thousands of keys', async () => {
+    const app = appKeys(keyPrefix, `app-${randomUUID()}`);
+    const KEYS = 2_500;
+    const names = Array.from({ length: KEYS }, (_, index) => `k${index}`);
+    const entry = (value: string) => JSON.stringify(names.flatMap((name) => [name, JSON.stringify(value)]));
+    // Shard 3's entry at 2000, applied as new (the mark is below it and nothing says it was applied before).
+    await client.hset(app.marks, '3', '1000');
+    await rawApply(client, app, ['3', '-1', '-1', '1', '2000', entry('first')]);
+    expect(new Set(await client.hvals(app.written))).toEqual(new Set(['2000']));
+    expect(await client.hlen(app.written)).toBe(KEYS);
+    // A third of the keys get a value made at 5000 (another shard), the rest keep 2000's.
+    const later = names.filter((_, index) => index % 3 === 0);
+    await client.hset(app.written, ...later.flatMap((name) => [name, '5000']));
+    await client.hset(app.appState, ...later.flatMap((name) => [name, JSON.stringify('later')]));
+    // The app slot lost shard 3's entry at 4000, which the shard was told was applied: caught up.
+    await rawApply(client, app, ['3', '-1', '4000', '1', '4000', entry('lost')]);
+    const values = await client.hmget(app.appState, ...names);
+    const stamps = await client.hmget(app.written, ...names);
+    names.forEach((_, index) => {
+      const kept = index % 3 === 0;
+      expect([values[index], stamps[index]]).toEqual(
+        kept ? [JSON.stringify('later'), '5000'] : [JSON.stringify('lost'), '4000'],
+      );
+    });
+    expect(await client.hget(app.marks, '3')).toBe('4000');
+  });
+
   // Was a hole in the fix above: whether the mark was lowered or the shard's last position raised
   // to it was told by the clock at the read, and an app: write made while the mark was more than a
   // minute ahead, read when it was less, stayed taken for applied: lost, acknowledged.
@@ -881,10 +908,12 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
     expect(read.events.length).toBe(current.events.length);
   });
 
-  // Was a hole in the first form of the fix above, which compared the positions of the entries:
-  // a write made before the lost one (a lower position) whose second step reached the app slot
-  // only after the failover is the newer value, and the catch-up landed the lost one over it.
-  it('after the app slot loses applies, a catch-up keeps a write whose second step landed after the failover', async () => {
+  // Two writes of one key on two shards, at about the same time: bob's is made first (its entry
+  // stored), ada's after it, and ada's is acknowledged first; bob's second step reaches the app slot
+  // after the failover lost ada's. Either order is one the writes could have had; the catch-up
+  // keeps the order the writes were made in (positions), the one that also holds when writes are
+  // made one after the other (see the next test): the key ends with ada's, made last.
+  it('after the app slot loses applies, a catch-up lands over a write made before it whose second step landed after the failover', async () => {
     const appName = `app-${randomUUID()}`;
     const [ada] = usersOfShard(shardOf, SHARDS, 10, 'i', 1) as [string];
     const [bob] = usersOfShard(shardOf, SHARDS, 11, 'j', 1) as [string];
@@ -907,8 +936,38 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
     await inFlight;
     expect(await service().getAppState({ appName })).toEqual({ x: 'B1', y: 'A0' });
     const read = (await service().getSession({ appName, userId: ada, sessionId: 'a' })) as Session;
-    expect(read.state).toEqual({ own: 1, 'app:x': 'B1', 'app:y': 'A1' });
-    expect(await service().getAppState({ appName })).toEqual({ x: 'B1', y: 'A1' });
+    expect(read.state).toEqual({ own: 1, 'app:x': 'A1', 'app:y': 'A1' });
+    expect(await service().getAppState({ appName })).toEqual({ x: 'A1', y: 'A1' });
+  });
+
+  // Was a hole: a key applied by an ordinary apply kept the time it landed, and a drain's apply that
+  // read the shard before the failover (its view did not know x = 3 applied) landed after it and
+  // applied x = 3 again as new, "written now": the catch-up of x = 4, made and acknowledged after
+  // x = 3 and lost too, then took the key for written since and skipped it. The app stayed at
+  // x = 3 for good, with x = 4 in the outbox and no warning.
+  it('after the app slot loses applies, an older view applying a lost write as new does not keep a later write of its shard out', async () => {
+    const appName = `app-${randomUUID()}`;
+    const [ada, eve] = usersOfShard(shardOf, SHARDS, 14, 'm', 2) as [string, string];
+    const writer = service();
+    const mine = await writer.createSession({ appName, userId: ada, sessionId: 'a' });
+    const hers = await writer.createSession({ appName, userId: eve, sessionId: 'e' });
+    await writer.appendEvent({ session: mine, event: testEvent({ 'app:x': 1 }) });
+    const hold = holdFirstApply();
+    const failover = await laggingAppSlot(appName, async () => {
+      await writer.appendEvent({ session: mine, event: testEvent({ 'app:x': 3 }) });
+      // A drain of another instance reads the shard (x = 3 waits there, not known applied) and its apply is held.
+      await service({ client: hold.client, drainIntervalMs: 0 }).getAppState({ appName });
+      await hold.reached;
+      await writer.appendEvent({ session: hers, event: testEvent({ 'app:x': 4 }) });
+      // The next write to the shard tells it that x = 4 was applied.
+      await writer.appendEvent({ session: mine, event: testEvent({ own: 1 }) });
+    });
+    await failover();
+    hold.release();
+    expect(await drainedAppState(appName, (state) => state.x === 4)).toEqual({ x: 4 });
+    const read = (await service().getSession({ appName, userId: eve, sessionId: 'e' })) as Session;
+    expect(read.state).toEqual({ 'app:x': 4 });
+    expect(warnings.filter((warning) => warning.appName === appName).map(({ code }) => code)).toEqual([]);
   });
 
   // Was a hole in the fix above: a caught-up entry stamped its keys with the time of the catch-up,
