@@ -12,9 +12,14 @@ import { BackendError } from '@adk-state/core';
 import type { Session } from '@google/adk';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { RedisSessionService, type RedisSessionServiceOptions, type RedisStoreWarning } from '../src/index.js';
+import {
+  RedisSessionService,
+  type RedisSessionServiceOptions,
+  type RedisStore,
+  type RedisStoreWarning,
+} from '../src/index.js';
 import { appKeys, FIELD, OUTBOX_INDEX_SUFFIX, shardKeys, shardOf } from '../src/keys.js';
-import { APPEND, APPLY, CREATE, IMPORT, LAYOUT, LOAD, PEEK, RAISE, READ_APP } from '../src/scripts.js';
+import { APPEND, APPLY, CREATE, IMPORT, LAYOUT, LOAD, PEEK, RAISE, READ_APP, type Script } from '../src/scripts.js';
 import { gated, runs, serverMicros, untilServerTime, usersOfShard } from './attack/hooks.js';
 import {
   hasRedisServer,
@@ -1079,6 +1084,34 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
       await new Promise((resolve) => setTimeout(resolve, 25));
     }
     expect(state).toEqual({ late: 1 });
+  });
+
+  // Was a hole: the store's drainApp read the app slot's marks first and rejected when that read
+  // failed, so it applied nothing, and failed with nothing to apply while the app slot was down.
+  it("drainApp applies what the shards hold when the app slot's marks cannot be read first, and fails on nothing when no shard held an app: write", async () => {
+    const appName = `app-${randomUUID()}`;
+    const [ada] = usersOfShard(shardOf, SHARDS, 6, 'd', 1) as [string];
+    const dying = service({
+      client: gated(client, (command, args) =>
+        runs(APPLY, command, args) ? Promise.reject(new Error('the process died here')) : undefined,
+      ),
+    });
+    const session = await dying.createSession({ appName, userId: ada, sessionId: 's1' });
+    await dying.appendEvent({ session, event: testEvent({ 'app:late': 1 }) }).catch(() => undefined);
+    const storeOf = (over: Parameters<Make>[0]) => (service(over) as unknown as { store: RedisStore }).store;
+    const down = (scripts: Script[]) =>
+      gated(client, (command, args) =>
+        scripts.some((script) => runs(script, command, args)) ? Promise.reject(new Error('node down')) : undefined,
+      );
+    // The app slot is down: the waiting entry cannot be applied, and the drain says so.
+    await expect(storeOf({ client: down([READ_APP, APPLY]) }).drainApp(appName)).rejects.toThrow(/node down/);
+    // Its marks cannot be read, its apply goes through: the entry is applied.
+    await storeOf({ client: down([READ_APP]) }).drainApp(appName);
+    expect(await service().getAppState({ appName })).toEqual({ late: 1 });
+    // An app whose shards never held an app: write has nothing to apply or check: the app slot down fails nothing.
+    const quiet = `app-${randomUUID()}`;
+    await service().createSession({ appName: quiet, userId: ada, sessionId: 's1', state: { own: 1 } });
+    await storeOf({ client: down([READ_APP, APPLY]) }).drainApp(quiet);
   });
 
   // Was a hole, closed by 2d73c79 (claim 4): the read that claims a drain records the claim in the
