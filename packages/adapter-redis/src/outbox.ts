@@ -87,7 +87,8 @@ export interface RedisStoreWarning {
    * shard's positions (the shard lost them in a failover, or the mark was
    * changed outside the store) and was lowered; `app-mark-ahead`: the same,
    * with a mark more than a minute ahead of the app slot's clock (changed
-   * outside the store); `drain-failed`:
+   * outside the store; for a lowering that failed, of this process's clock);
+   * `drain-failed`:
    * a drain could not read or apply every shard; `read-not-one-moment`: a
    * session read met writes between its reads every time and shows its last read;
    * `unreadable-outbox-entry`: an outbox entry not written by the store (changed
@@ -693,9 +694,11 @@ export class Outbox {
       this.#reportLowering(appName, shard, outcome.lowered === 2, behind, to);
       return outcome.bucket;
     } catch (error) {
-      // A drain stopped by close(): the next read or drain tries again, as ever.
-      if (!this.#stop.signal.aborted)
-        this.#failedRepair('shard-position-behind', appName, shard, `${behind}; lowering it`, error);
+      // A drain stopped by close(): the next read or drain tries again, as ever. A mark further
+      // ahead than clocks differ (this process's clock here, the app slot's had the lowering run)
+      // was changed outside the store, and is named so.
+      const code = mark > Date.now() * 1000 + MARK_AHEAD_US ? 'app-mark-ahead' : 'shard-position-behind';
+      if (!this.#stop.signal.aborted) this.#failedRepair(code, appName, shard, `${behind}; lowering it`, error);
       return undefined;
     }
   }

@@ -567,6 +567,23 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
     expect(warnings.filter((warning) => warning.appName === appName).map((warning) => warning.code)).toEqual([code]);
   });
 
+  // Was a misnomer: a lowering that failed was always reported as the shard having lost positions,
+  // also for a mark a day ahead, which only a change outside the store makes.
+  it.each([
+    ['a day ahead', 86_400, 'app-mark-ahead'],
+    ['a little ahead', 5, 'shard-position-behind'],
+  ])('a lowering of a mark %s that fails is reported for what it found, and the read answers', async (_, seconds, code) => {
+    const { appName, key } = await markAheadAfterOneWrite(seconds);
+    const refusing = gated(client, (command, args) =>
+      runs(APPLY, command, args) && args[6] !== '' ? Promise.reject(new Error('node down')) : undefined,
+    );
+    const read = (await service({ client: refusing }).getSession(key)) as Session;
+    expect(read.events).toHaveLength(2);
+    const found = warnings.filter((warning) => warning.appName === appName);
+    expect(found.map((warning) => warning.code)).toEqual([code]);
+    expect(found[0]?.message).toMatch(/lowering it failed \(.*node down/);
+  });
+
   // Was a hole (a session read's since the lowering, a drain's wider): a write the ahead mark made
   // look applied, made after the lowerer's view of the shard and before its lowering, sat above
   // the lowered mark and was applied later as new, over a newer value of another shard
