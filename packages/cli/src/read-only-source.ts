@@ -91,6 +91,7 @@ export async function openReadOnly(
   const { DatabaseSessionService: Database } = await import('@google/adk');
   const service = closableAdkService(new Database(options as ConstructorParameters<typeof DatabaseSessionService>[0]));
   if (mysqlScheme !== undefined) inEventTimeOrder(service);
+  if (file !== undefined) inAppendOrder(service);
   // Opening connects and reads the tables: bounded as the start-up check is, whatever the server does.
   const opening = (service as DatabaseSessionService).init();
   try {
@@ -128,6 +129,42 @@ function inEventTimeOrder(service: UriSessionService): void {
   service.getSession = async (request) => {
     const session = await read(request);
     session?.events.sort((first, second) => first.timestamp - second.timestamp);
+    return session;
+  };
+}
+
+/** What of ADK's MikroORM instance (`orm`, made by its `init`) a raw query needs. */
+interface SqlOrm {
+  em: { getConnection(): { execute(sql: string, params: unknown[]): Promise<unknown> } };
+}
+
+/**
+ * ADK reads a session's events newest first by time and turns the list
+ * around, so on SQLite the events of one millisecond (a tool's call and its
+ * answer, say) come back in the reverse of the order they were appended.
+ * SQLite keeps each row's insertion order (its `rowid`, which an update of
+ * the row keeps): `getSession` here puts the events of one millisecond back
+ * in it, with one more query for a session that has such events.
+ */
+function inAppendOrder(service: UriSessionService): void {
+  const read = service.getSession.bind(service);
+  service.getSession = async (request) => {
+    const session = await read(request);
+    const events = session?.events ?? [];
+    if (!events.some((event, index) => index > 0 && event.timestamp === events[index - 1]?.timestamp)) return session;
+    const { orm } = service as unknown as { orm: SqlOrm };
+    const rows = (await orm.em
+      .getConnection()
+      .execute('SELECT id FROM events WHERE app_name = ? AND user_id = ? AND session_id = ? ORDER BY rowid', [
+        request.appName,
+        request.userId,
+        request.sessionId,
+      ])) as Array<{ id: string }>;
+    const appended = new Map(rows.map((row, index) => [row.id, index]));
+    events.sort(
+      (first, second) =>
+        first.timestamp - second.timestamp || (appended.get(first.id) ?? 0) - (appended.get(second.id) ?? 0),
+    );
     return session;
   };
 }

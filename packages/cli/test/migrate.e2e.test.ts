@@ -22,6 +22,9 @@ import { sessionServiceFromUri } from '../src/index.js';
 import { rootAgent } from './fixtures/agents/greeter/agent.js';
 import { runCli, startCli } from './support/cli-process.js';
 
+/** The time of the tied events (ms). */
+const T_TIES = 1_700_000_000_000;
+
 /** A Redis database of the test server, as a store URI and an open service. */
 function redisDb(server: RedisServer, db: number): { uri: string; service: RedisSessionService } {
   const uri = `${server.url}/${db}`;
@@ -39,8 +42,23 @@ async function dump(service: RedisSessionService, appName: string): Promise<Map<
   return all;
 }
 
+/** A conversation through ADK's Runner on a new session; the session, with the events the runner appended in their order. */
 async function converse(sessionService: Runner['sessionService'], userId: string, texts: string[]): Promise<Session> {
-  const runner = new Runner({ appName: 'greeter', agent: rootAgent, sessionService });
+  const appended: Session['events'] = [];
+  // The service as the runner sees it, noting each event it stores (a partial one is not stored).
+  const noting = new Proxy(sessionService, {
+    get(target, property) {
+      const value = Reflect.get(target, property);
+      if (typeof value !== 'function') return value;
+      if (property !== 'appendEvent') return value.bind(target);
+      return async (request: Parameters<typeof target.appendEvent>[0]) => {
+        const stored = await target.appendEvent(request);
+        if (!request.event.partial) appended.push(stored);
+        return stored;
+      };
+    },
+  });
+  const runner = new Runner({ appName: 'greeter', agent: rootAgent, sessionService: noting });
   const session = await sessionService.createSession({ appName: 'greeter', userId, state: { topic: `${userId}'s` } });
   for (const text of texts) {
     for await (const _event of runner.runAsync({
@@ -51,7 +69,7 @@ async function converse(sessionService: Runner['sessionService'], userId: string
       // stored by the runner
     }
   }
-  return session;
+  return { ...session, events: appended };
 }
 
 describe('adk-state migrate', () => {
@@ -70,8 +88,17 @@ describe('adk-state migrate', () => {
   it("copies @google/adk's DatabaseSessionService on SQLite into Redis, faithfully (--verify: 0 differences)", async () => {
     const sqlite = `sqlite://${join(scratch, 'adk.db')}`;
     const adk = await sessionServiceFromUri(sqlite);
-    await converse(adk, 'ada', ['hello', 'again']);
-    await converse(adk, 'bob', ['hi']);
+    // The order the runner appended the events in (ADK's own read turns round those of one millisecond).
+    const order = new Map<string, string[]>();
+    for (const [userId, texts] of [
+      ['ada', ['hello', 'again']],
+      ['bob', ['hi']],
+    ] as const) {
+      order.set(
+        userId,
+        (await converse(adk, userId, [...texts])).events.map((event) => event.id),
+      );
+    }
     // State given at creation only, and a session with no events.
     await adk.createSession({ appName: 'greeter', userId: 'cy', sessionId: 'empty', state: { only: 'given' } });
 
@@ -93,7 +120,9 @@ describe('adk-state migrate', () => {
         const original = (await adk.getSession(key)) as Session;
         const copy = await target.service.getSession(key);
         expect(copy?.events).toHaveLength(count);
-        expect(JSON.parse(JSON.stringify(copy?.events))).toEqual(JSON.parse(JSON.stringify(original.events)));
+        const stored = new Map(original.events.map((event) => [event.id, event]));
+        const appended = (order.get(userId) ?? []).map((id) => stored.get(id));
+        expect(JSON.parse(JSON.stringify(copy?.events))).toEqual(JSON.parse(JSON.stringify(appended)));
         expect(copy?.state).toEqual(original.state);
         expect(copy?.lastUpdateTime).toBe(original.lastUpdateTime);
       }
@@ -104,6 +133,35 @@ describe('adk-state migrate', () => {
       expect(again.stdout).toContain('copied 0 new and 0 updated sessions (0 events); 3 unchanged');
     } finally {
       await Promise.all([target.service.close(), adk.close?.()]);
+    }
+  });
+
+  // Was a loss of order: ADK reads a session's events newest first by time and turns the list
+  // round, so on SQLite the events of one millisecond came back (and were copied) in the reverse
+  // of the order they were appended in: a tool's answer before its call.
+  it("copies the events of one millisecond from ADK's SQLite store in the order they were appended", async () => {
+    const file = join(scratch, 'ties.db');
+    const adk = new DatabaseSessionService(`sqlite://${file}`);
+    const session = await adk.createSession({ appName: 'ties', userId: 'ada', sessionId: 's1' });
+    const texts = ['call', 'answer', 'reply', 'aside', 'later'];
+    for (const [index, text] of texts.entries()) {
+      const event = createEvent({ invocationId: 'i1', author: 'agent', content: { role: 'model', parts: [{ text }] } });
+      event.timestamp = T_TIES + (index === texts.length - 1 ? 1 : 0);
+      await adk.appendEvent({ session, event });
+    }
+    await (adk as unknown as { orm: { close(): Promise<void> } }).orm.close();
+    const target = redisDb(redis, 9);
+    try {
+      const run = await runCli(['migrate', '--from', `sqlite://${file}`, '--to', target.uri, '--verify']);
+      expect(run.stderr).toBe('');
+      expect(run.code).toBe(0);
+      expect(run.stdout).toContain('verify: 0 differences');
+      const copy = (await target.service.getSession({ appName: 'ties', userId: 'ada', sessionId: 's1' })) as Session;
+      expect(copy.events.map((event) => event.content?.parts?.[0]?.text)).toEqual(texts);
+      const again = await runCli(['migrate', '--from', `sqlite://${file}`, '--to', target.uri]);
+      expect(again.stdout).toContain('copied 0 new and 0 updated sessions (0 events); 1 unchanged');
+    } finally {
+      await target.service.close();
     }
   });
 
