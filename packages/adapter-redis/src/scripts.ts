@@ -962,7 +962,11 @@ export const MARK_AHEAD_US = 60_000_000;
 
 /**
  * The app slot's side of the outbox, applying: per shard, the entries above
- * the shard's mark, in order, each delta into the app bucket, then the mark.
+ * the shard's mark, each delta into the app bucket, then the mark. The
+ * entries of every shard are applied in the order they were made (their
+ * positions), whichever shard made them: writes of several shards that a
+ * drain applies together (their writers died between the steps, or the app
+ * slot lost them before the shards were told) end with the one made last.
  * A group whose entries are all at or below the mark changes nothing, so an
  * applier that arrives late, or twice, is harmless. Each group says from
  * which position on it holds every entry (its floor); a group whose floor is
@@ -1077,7 +1081,10 @@ local function apply_entry(list, position_text, caught_up)
   hset_list(KEYS.written, stamps)
   hset_list(KEYS.appState, kept)
 end
-local marks = {}
+-- Per group, what it ends with; the entries to apply, of every group, applied after in the order
+-- they were made (their positions), whichever shard made them.
+local groups = {}
+local pending = {}
 local at = ARGV_REST
 while at <= #ARGV do
   local shard = ARGV[at]
@@ -1134,30 +1141,46 @@ while at <= #ARGV do
     mark, done = string.format('%.0f', to), to
   end
   if recorded and recorded > known then known = recorded end
-  local caught_field = ${F.caughtUp} .. shard
+  local group = { shard = shard, mark = mark, gap = gap, moved = lowered, recorded = recorded, lowered_field = lowered_field }
   if floor > done then
-    gap = 1
+    group.gap = 1
   else
-    local moved = lowered
-    local caught = nil
     for entry = at + 4, at + 2 + 2 * count, 2 do
       -- An entry at what is not a position (see MARK) is passed over: it never becomes the mark.
       local position = position_of(ARGV[entry])
       if position and position > done then
-        apply_entry(cjson.decode(ARGV[entry + 1]), ARGV[entry], position <= known)
-        if position <= known then caught = ARGV[entry] end
+        pending[#pending + 1] = { position = position, at = entry, caught = position <= known, order = #pending }
+        if position <= known then group.caught = ARGV[entry] end
         done = position
-        mark = ARGV[entry]
-        moved = true
+        group.mark = ARGV[entry]
+        group.moved = true
       end
     end
-    if moved then redis.call('HSET', KEYS.marks, shard, mark) end
-    if caught then redis.call('HSET', KEYS.marks, caught_field, caught) end
-    if recorded and done >= recorded then redis.call('HDEL', KEYS.marks, lowered_field) end
   end
-  marks[#marks + 1] = shard
-  marks[#marks + 1] = mark
-  marks[#marks + 1] = gap
+  group.done = done
+  groups[#groups + 1] = group
+  at = at + 4 + 2 * count
+end
+if #groups > 1 then
+  table.sort(pending, function(first, second)
+    if first.position ~= second.position then return first.position < second.position end
+    return first.order < second.order
+  end)
+end
+for _, entry in ipairs(pending) do
+  apply_entry(cjson.decode(ARGV[entry.at + 1]), ARGV[entry.at], entry.caught)
+end
+local marks = {}
+for _, group in ipairs(groups) do
+  local caught_field = ${F.caughtUp} .. group.shard
+  if group.gap ~= 1 then
+    if group.moved then redis.call('HSET', KEYS.marks, group.shard, group.mark) end
+    if group.caught then redis.call('HSET', KEYS.marks, caught_field, group.caught) end
+    if group.recorded and group.done >= group.recorded then redis.call('HDEL', KEYS.marks, group.lowered_field) end
+  end
+  marks[#marks + 1] = group.shard
+  marks[#marks + 1] = group.mark
+  marks[#marks + 1] = group.gap
   -- For a reader (who asks for the bucket): how far this shard's entries were ever caught up.
   local caught_up = '-1'
   if ARGV.wantBucket == '1' then
@@ -1165,7 +1188,6 @@ while at <= #ARGV do
     if not position_of(caught_up) then caught_up = '-1' end
   end
   marks[#marks + 1] = caught_up
-  at = at + 4 + 2 * count
 end
 local bucket = 0
 if ARGV.wantBucket == '1' then bucket = redis.call('HGETALL', KEYS.appState) end

@@ -658,6 +658,26 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
     expect(await client.hmget(app.marks, '5', record)).toEqual(['6000', null]);
   });
 
+  it('an apply of several shards applies their entries in the order they were made, whichever shard made them', async () => {
+    const app = appKeys(keyPrefix, `app-${randomUUID()}`);
+    const entry = (value: string) => JSON.stringify(['x', JSON.stringify(value), value, JSON.stringify(value)]);
+    // Shard 3's group comes first and holds the later entry.
+    const [marks] = await rawApply(client, app, [
+      ...['3', '-1', '-1', '2', '2000', entry('B2'), '4000', entry('B4')],
+      ...['5', '-1', '-1', '2', '1000', entry('A1'), '3000', entry('A3')],
+    ]);
+    expect(JSON.parse((await client.hget(app.appState, 'x')) ?? 'null')).toBe('B4');
+    expect(await client.hmget(app.written, 'x', 'A1', 'B2', 'A3', 'B4')).toEqual([
+      '4000',
+      '1000',
+      '2000',
+      '3000',
+      '4000',
+    ]);
+    expect(marks).toEqual(['3', '4000', 0, '-1', '5', '3000', 0, '-1']);
+    expect(await client.hmget(app.marks, '3', '5')).toEqual(['4000', '3000']);
+  });
+
   it('an entry applied as new lands on every key but one whose value a catch-up brought back and was made after it', async () => {
     const app = appKeys(keyPrefix, `app-${randomUUID()}`);
     const entry = (value: string, ...names: string[]) =>
@@ -953,6 +973,30 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
     expect(read.state['app:x']).toBe('B1');
     expect(read.state).toEqual({ own: 1, 'app:x': 'B1', 'app:y': 'A1', 'app:z': 'B0', 'app:w': 'A2' });
     expect(read.events.length).toBe(current.events.length);
+  });
+
+  // Was a hole: a drain applied the shards' entries shard by shard, so two writes of one key that the
+  // app slot lost before their shards were told (acknowledged one after the other) came back in the
+  // order of the shards' numbers: here the older one last, for good.
+  it('after the app slot loses applies its shards were not told of, a drain applies them in the order they were made', async () => {
+    const appName = `app-${randomUUID()}`;
+    const [ada] = usersOfShard(shardOf, SHARDS, 5, 'q', 1) as [string];
+    const [bob] = usersOfShard(shardOf, SHARDS, 3, 's', 1) as [string];
+    // Its hand-overs fail: the shards are not told how far the app slot applied them.
+    const untold = service({
+      client: gated(client, (command, args) =>
+        runs(PEEK, command, args) ? Promise.reject(new Error('no hand-over')) : undefined,
+      ),
+    });
+    const mine = await untold.createSession({ appName, userId: ada, sessionId: 'a' });
+    const theirs = await untold.createSession({ appName, userId: bob, sessionId: 'b' });
+    const failover = await laggingAppSlot(appName, async () => {
+      await untold.appendEvent({ session: mine, event: testEvent({ 'app:x': 3 }) });
+      await untold.appendEvent({ session: theirs, event: testEvent({ 'app:x': 4 }) });
+    });
+    await failover();
+    expect(await drainedAppState(appName, (state) => state.x !== undefined)).toEqual({ x: 4 });
+    expect(await service().getAppState({ appName })).toEqual({ x: 4 });
   });
 
   // Two writes of one key on two shards, at about the same time: bob's is made first (its entry

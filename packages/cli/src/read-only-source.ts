@@ -91,7 +91,8 @@ export async function openReadOnly(
   const { DatabaseSessionService: Database } = await import('@google/adk');
   const service = closableAdkService(new Database(options as ConstructorParameters<typeof DatabaseSessionService>[0]));
   if (mysqlScheme !== undefined) inEventTimeOrder(service);
-  if (file !== undefined) inAppendOrder(service);
+  if (file !== undefined) inAppendOrder(service, 'sqlite');
+  else if (mysqlScheme === undefined) inAppendOrder(service, 'postgresql');
   // Opening connects and reads the tables: bounded as the start-up check is, whatever the server does.
   const opening = (service as DatabaseSessionService).init();
   try {
@@ -140,13 +141,22 @@ interface SqlOrm {
 
 /**
  * ADK reads a session's events newest first by time and turns the list
- * around, so on SQLite the events of one millisecond (a tool's call and its
- * answer, say) come back in the reverse of the order they were appended.
- * SQLite keeps each row's insertion order (its `rowid`, which an update of
- * the row keeps): `getSession` here puts the events of one millisecond back
- * in it, with one more query for a session that has such events.
+ * around, so the events of one millisecond (a tool's call and its answer,
+ * say) come back in the reverse of the order they were appended on SQLite,
+ * and in no fixed order on PostgreSQL. Both keep that order: SQLite as each
+ * row's `rowid` (which an update of the row keeps), PostgreSQL as the
+ * transaction that wrote the row (`xmin`: ADK appends each event in a
+ * transaction of its own, one after the other, and ids of transactions
+ * that close in time compare in 32-bit wraparound order). `getSession` here
+ * puts the events of one millisecond back in it, with one more query for a
+ * session that has such events.
  */
-function inAppendOrder(service: UriSessionService): void {
+const APPEND_ORDER = {
+  sqlite: 'SELECT id, rowid AS appended FROM events WHERE app_name = ? AND user_id = ? AND session_id = ?',
+  postgresql: 'SELECT id, xmin::text AS appended FROM events WHERE app_name = ? AND user_id = ? AND session_id = ?',
+} as const;
+
+function inAppendOrder(service: UriSessionService, dialect: keyof typeof APPEND_ORDER): void {
   const read = service.getSession.bind(service);
   service.getSession = async (request) => {
     const session = await read(request);
@@ -155,15 +165,14 @@ function inAppendOrder(service: UriSessionService): void {
     const { orm } = service as unknown as { orm: SqlOrm };
     const rows = (await orm.em
       .getConnection()
-      .execute('SELECT id FROM events WHERE app_name = ? AND user_id = ? AND session_id = ? ORDER BY rowid', [
-        request.appName,
-        request.userId,
-        request.sessionId,
-      ])) as Array<{ id: string }>;
-    const appended = new Map(rows.map((row, index) => [row.id, index]));
+      .execute(APPEND_ORDER[dialect], [request.appName, request.userId, request.sessionId])) as Array<{
+      id: string;
+      appended: unknown;
+    }>;
+    const appended = new Map(rows.map((row) => [row.id, Number(row.appended)]));
     events.sort(
       (first, second) =>
-        first.timestamp - second.timestamp || (appended.get(first.id) ?? 0) - (appended.get(second.id) ?? 0),
+        first.timestamp - second.timestamp || ((appended.get(first.id) ?? 0) - (appended.get(second.id) ?? 0)) | 0,
     );
     return session;
   };

@@ -9,7 +9,13 @@ import { hasPostgres, type PostgresServer, startPostgres } from '@adk-state/test
 import { type RedisServer, startRedisServer } from '@adk-state/test-servers/redis';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { expectAdaCopied, expectRefused, writeAdkSessions } from './support/adk-database.js';
+import {
+  expectAdaCopied,
+  expectRefused,
+  expectTiesCopiedInOrder,
+  writeAdkSessions,
+  writeTiedSession,
+} from './support/adk-database.js';
 import { runCli } from './support/cli-process.js';
 
 /** The tables, indexes and databases of the cluster: what must not change. */
@@ -66,6 +72,15 @@ describe.skipIf(!hasPostgres())('adk-state migrate and inspect from PostgreSQL',
     expect(run.stdout).toContain('verify: 0 differences');
     await expectAdaCopied(target);
     expect(await layout(database('adk'))).toEqual(before);
+  });
+
+  // Was a loss of order: ADK reads a session's events newest first by time and turns the list
+  // round; PostgreSQL handed the events of one millisecond back in no fixed order, and they were
+  // copied so. The CLI orders them by the transaction that wrote each.
+  it('copies the events of one millisecond in the order they were appended', async () => {
+    await sql(postgres.url, ['CREATE DATABASE ties']);
+    await writeTiedSession(database('ties'));
+    await expectTiesCopiedInOrder(database('ties'), `${redis.url}/5`);
   });
 
   describe('refuses a database ADK would change to open, and leaves it as it was (migrate and inspect)', () => {

@@ -20,10 +20,8 @@ import { FieldValue, Firestore } from '@google-cloud/firestore';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sessionServiceFromUri } from '../src/index.js';
 import { rootAgent } from './fixtures/agents/greeter/agent.js';
+import { expectTiesCopiedInOrder, writeTiedSession } from './support/adk-database.js';
 import { runCli, startCli } from './support/cli-process.js';
-
-/** The time of the tied events (ms). */
-const T_TIES = 1_700_000_000_000;
 
 /** A Redis database of the test server, as a store URI and an open service. */
 function redisDb(server: RedisServer, db: number): { uri: string; service: RedisSessionService } {
@@ -139,30 +137,13 @@ describe('adk-state migrate', () => {
   // Was a loss of order: ADK reads a session's events newest first by time and turns the list
   // round, so on SQLite the events of one millisecond came back (and were copied) in the reverse
   // of the order they were appended in: a tool's answer before its call.
+  // Was a loss of order: ADK reads a session's events newest first by time and turns the list
+  // round, so on SQLite the events of one millisecond came back (and were copied) in the reverse
+  // of the order they were appended in: a tool's answer before its call.
   it("copies the events of one millisecond from ADK's SQLite store in the order they were appended", async () => {
-    const file = join(scratch, 'ties.db');
-    const adk = new DatabaseSessionService(`sqlite://${file}`);
-    const session = await adk.createSession({ appName: 'ties', userId: 'ada', sessionId: 's1' });
-    const texts = ['call', 'answer', 'reply', 'aside', 'later'];
-    for (const [index, text] of texts.entries()) {
-      const event = createEvent({ invocationId: 'i1', author: 'agent', content: { role: 'model', parts: [{ text }] } });
-      event.timestamp = T_TIES + (index === texts.length - 1 ? 1 : 0);
-      await adk.appendEvent({ session, event });
-    }
-    await (adk as unknown as { orm: { close(): Promise<void> } }).orm.close();
-    const target = redisDb(redis, 9);
-    try {
-      const run = await runCli(['migrate', '--from', `sqlite://${file}`, '--to', target.uri, '--verify']);
-      expect(run.stderr).toBe('');
-      expect(run.code).toBe(0);
-      expect(run.stdout).toContain('verify: 0 differences');
-      const copy = (await target.service.getSession({ appName: 'ties', userId: 'ada', sessionId: 's1' })) as Session;
-      expect(copy.events.map((event) => event.content?.parts?.[0]?.text)).toEqual(texts);
-      const again = await runCli(['migrate', '--from', `sqlite://${file}`, '--to', target.uri]);
-      expect(again.stdout).toContain('copied 0 new and 0 updated sessions (0 events); 1 unchanged');
-    } finally {
-      await target.service.close();
-    }
+    const source = `sqlite://${join(scratch, 'ties.db')}`;
+    await writeTiedSession(source);
+    await expectTiesCopiedInOrder(source, `${redis.url}/9`);
   });
 
   it('copies a MongoDB store (the wire stand-in) into Redis, faithfully', async () => {

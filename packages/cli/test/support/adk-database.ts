@@ -33,6 +33,45 @@ export async function writeAdkSessions(uri: string): Promise<void> {
   }
 }
 
+/** The texts of the events {@link writeTiedSession} appends, in the order it appends them. */
+export const TIED_TEXTS = ['call', 'answer', 'reply', 'aside', 'later'];
+
+/**
+ * Through ADK's DatabaseSessionService on `uri`: app `ties`, user `ada`,
+ * session `s1` with the events of {@link TIED_TEXTS}, all but the last of
+ * one millisecond. Closes the service's connection.
+ */
+export async function writeTiedSession(uri: string): Promise<void> {
+  const adk = new DatabaseSessionService(uri);
+  try {
+    const session = await adk.createSession({ appName: 'ties', userId: 'ada', sessionId: 's1' });
+    for (const [index, text] of TIED_TEXTS.entries()) {
+      const event = createEvent({ invocationId: 'i1', author: 'agent', content: { role: 'model', parts: [{ text }] } });
+      event.timestamp = 1_700_000_000_000 + (index === TIED_TEXTS.length - 1 ? 1 : 0);
+      await adk.appendEvent({ session, event });
+    }
+  } finally {
+    await (adk as unknown as { orm?: { close(): Promise<void> } }).orm?.close();
+  }
+}
+
+/** `migrate --verify` of {@link writeTiedSession}'s store `source` into the Redis store at `target`: the copy's events come in the order they were appended. */
+export async function expectTiesCopiedInOrder(source: string, target: string): Promise<void> {
+  const run = await runCli(['migrate', '--from', source, '--to', target, '--app', 'ties', '--verify']);
+  expect(run.stderr).toBe('');
+  expect(run.code).toBe(0);
+  expect(run.stdout).toContain('verify: 0 differences');
+  const copy = new RedisSessionService({ url: target });
+  try {
+    const read = await copy.getSession({ appName: 'ties', userId: 'ada', sessionId: 's1' });
+    expect(read?.events.map((event) => event.content?.parts?.[0]?.text)).toEqual(TIED_TEXTS);
+  } finally {
+    await copy.close();
+  }
+  const again = await runCli(['migrate', '--from', source, '--to', target, '--app', 'ties']);
+  expect(again.stdout).toContain('copied 0 new and 0 updated sessions (0 events); 1 unchanged');
+}
+
 /** `ada`'s session as the Redis store at `url` holds the copy: its events in order, and its state. */
 export async function expectAdaCopied(url: string): Promise<void> {
   const copy = new RedisSessionService({ url });
