@@ -106,12 +106,6 @@ export const FIELD = {
    * passes it.
    */
   loweredFrom: '\u0000l',
-  /**
-   * Marks (app slot): present once a catch-up gave a key of the bucket its
-   * stamp (see `APPLY`); from then on an apply reads the stamps of the keys
-   * it sets.
-   */
-  caughtStamps: '\u0000k',
   /** Layout record: the number of shards. */
   shards: 'shards',
 } as const;

@@ -984,14 +984,12 @@ export const MARK_AHEAD_US = 60_000_000;
  * kept, or a later one lost too and caught up first. So is a later one that
  * an apply holding a view from before the failover brought back as new (its
  * view did not know the entry applied): the key keeps the entry's position,
- * not the time it landed. Such an apply landing after the catch-up of a later
- * write would put its value back over it, so a caught-up key's stamp says so
- * (a 'c' after the position), and an entry applied as new lands on every key
- * but one whose caught-up value was made after it (once a catch-up stamped a
- * key, `caughtStamps` in the marks, every apply reads the stamps of its keys).
- * A lost write may stay lost for a key that a later write set, and never
- * lands over a value made after it; on the clock assumption the positions make
- * already (clocks agree to well within a failover's time).
+ * not the time it landed. A catch-up never lands over a value made after it;
+ * on the clock assumption the positions make already (clocks agree to well
+ * within a failover's time). An entry applied as new lands on every key: one
+ * applied again by such an apply after the catch-up of a later write, or
+ * after a later write made since the failover, puts its value back over it
+ * (see the README).
  *
  * A reader that found the mark of shard `lowerShard` above every position
  * the shard gave (the shard lost positions in a failover, or the mark was
@@ -1032,51 +1030,31 @@ local function hset_list(hash, list)
   end
 end
 -- An entry's pairs into the bucket, and beside each key the position of the entry that wrote it (the
--- time it was made, on the shard's clock), followed by 'c' when the entry was caught up: a lost
--- entry applied again only to the keys whose value was made before it. An entry applied as new
--- lands on every key but one whose value a catch-up brought back and was made after it: the entry
--- was lost too, and its apply comes from a view of its shard read before the loss.
-local function stamp_of(text)
-  if type(text) == 'string' and string.sub(text, -1) == 'c' then return position_of(string.sub(text, 1, -2)), true end
-  return position_of(text), false
-end
--- Whether a key may hold a caught-up entry's stamp (recorded in the marks once one does).
-local caught_stamps = false
+-- time it was made, on the shard's clock); a lost entry applied again (caught up) only to the keys
+-- whose value was made before it.
 local function apply_entry(list, position_text, caught_up)
   local made = tonumber(position_text)
-  local look = caught_up or caught_stamps
   local kept, stamps = list, {}
-  if look then kept = {} end
-  local stamp = position_text
-  if caught_up then stamp = position_text .. 'c' end
+  if caught_up then kept = {} end
   for first = 1, #list, 2000 do
     local last = math.min(#list, first + 1999)
     local times = nil
-    if look then
+    if caught_up then
       local keys = {}
       for index = first, last, 2 do keys[#keys + 1] = list[index] end
       times = redis.call('HMGET', KEYS.written, unpack(keys))
     end
     for index = first, last, 2 do
-      local lands = true
-      if times then
-        local written, caught = stamp_of(times[(index - first) / 2 + 1])
-        if written and caught_up then lands = written < made
-        elseif written and caught then lands = written <= made end
-      end
-      if lands then
-        if look then
+      local written = times and position_of(times[(index - first) / 2 + 1])
+      if not written or written < made then
+        if caught_up then
           kept[#kept + 1] = list[index]
           kept[#kept + 1] = list[index + 1]
         end
         stamps[#stamps + 1] = list[index]
-        stamps[#stamps + 1] = stamp
+        stamps[#stamps + 1] = position_text
       end
     end
-  end
-  if caught_up and #stamps > 0 and not caught_stamps then
-    caught_stamps = true
-    redis.call('HSET', KEYS.marks, ${F.caughtStamps}, '1')
   end
   hset_list(KEYS.written, stamps)
   hset_list(KEYS.appState, kept)
@@ -1092,8 +1070,7 @@ while at <= #ARGV do
   local known = tonumber(ARGV[at + 2])
   local count = tonumber(ARGV[at + 3])
   local lowered_field = ${F.loweredFrom} .. shard
-  local got = redis.call('HMGET', KEYS.marks, shard, lowered_field, ${F.caughtStamps})
-  if got[3] then caught_stamps = true end
+  local got = redis.call('HMGET', KEYS.marks, shard, lowered_field)
   local mark = got[1] or '-1'
   local done = position_of(mark)
   -- What an earlier lowering took back (see below), while the mark is below it.
