@@ -493,6 +493,17 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
     return state;
   }
 
+  /** `userId`'s session `s1` in the app, whose append of app:late = 1 died between its steps (its entry waits in the outbox). */
+  async function deadWriter(appName: string, userId: string): Promise<void> {
+    const dying = service({
+      client: gated(client, (command, args) =>
+        runs(APPLY, command, args) ? Promise.reject(new Error('the process died here')) : undefined,
+      ),
+    });
+    const session = await dying.createSession({ appName, userId, sessionId: 's1' });
+    await dying.appendEvent({ session, event: testEvent({ 'app:late': 1 }) }).catch(() => undefined);
+  }
+
   /** A new app with a session of ada's on shard 5 (`mine`) and one of bob's on shard 9 (`theirs`). */
   async function adaAndBob() {
     const appName = `app-${randomUUID()}`;
@@ -1122,14 +1133,7 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
   // far past drainIntervalMs plus one drain.
   it('a dead writer becomes visible through drains while another shard of the app cannot be read', async () => {
     const appName = `app-${randomUUID()}`;
-    const [ada] = usersOfShard(shardOf, SHARDS, 4, 'd', 1) as [string];
-    const dying = service({
-      client: gated(client, (command, args) =>
-        runs(APPLY, command, args) ? Promise.reject(new Error('the process died here')) : undefined,
-      ),
-    });
-    const session = await dying.createSession({ appName, userId: ada, sessionId: 's1' });
-    await dying.appendEvent({ session, event: testEvent({ 'app:late': 1 }) }).catch(() => undefined);
+    await deadWriter(appName, usersOfShard(shardOf, SHARDS, 4, 'd', 1)[0] as string);
     // Shard 9's node does not answer (every command to its keys fails); shard 4 is fine.
     const unreachable = shardKeys(keyPrefix, appName, 9, SHARDS).outbox;
     const draining = service({
@@ -1152,13 +1156,7 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
   it("drainApp applies what the shards hold when the app slot's marks cannot be read first, and fails on nothing when no shard held an app: write", async () => {
     const appName = `app-${randomUUID()}`;
     const [ada] = usersOfShard(shardOf, SHARDS, 6, 'd', 1) as [string];
-    const dying = service({
-      client: gated(client, (command, args) =>
-        runs(APPLY, command, args) ? Promise.reject(new Error('the process died here')) : undefined,
-      ),
-    });
-    const session = await dying.createSession({ appName, userId: ada, sessionId: 's1' });
-    await dying.appendEvent({ session, event: testEvent({ 'app:late': 1 }) }).catch(() => undefined);
+    await deadWriter(appName, ada);
     const storeOf = (over: Parameters<Make>[0]) => (service(over) as unknown as { store: RedisStore }).store;
     const down = (scripts: Script[]) =>
       gated(client, (command, args) =>
@@ -1182,13 +1180,7 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
   // dead writer's delta is applied by no drain, however many readers come.
   it('a dead writer becomes visible through drains when each reader closes its service after reading', async () => {
     const appName = `app-${randomUUID()}`;
-    const dying = service({
-      client: gated(client, (command, args) =>
-        runs(APPLY, command, args) ? Promise.reject(new Error('the process died here')) : undefined,
-      ),
-    });
-    const session = await dying.createSession({ appName, userId: 'ada', sessionId: 's1' });
-    await dying.appendEvent({ session, event: testEvent({ 'app:late': 1 }) }).catch(() => undefined);
+    await deadWriter(appName, 'ada');
     let state: Record<string, unknown> = {};
     for (let attempt = 0; attempt < 40 && state.late === undefined; attempt++) {
       // A short-lived reader: every read claims a drain (drainIntervalMs: 0, standing for "the interval has passed").
