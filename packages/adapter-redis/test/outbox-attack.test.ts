@@ -504,6 +504,16 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
     await dying.appendEvent({ session, event: testEvent({ 'app:late': 1 }) }).catch(() => undefined);
   }
 
+  /** A new app with a session of ada's (`mine`) and one of eve's (`hers`), both on `shard` (user ids from `stem`). */
+  async function twoOnOneShard(shard: number, stem: string) {
+    const appName = `app-${randomUUID()}`;
+    const [ada, eve] = usersOfShard(shardOf, SHARDS, shard, stem, 2) as [string, string];
+    const writer = service();
+    const mine = await writer.createSession({ appName, userId: ada, sessionId: 'a' });
+    const hers = await writer.createSession({ appName, userId: eve, sessionId: 'e' });
+    return { appName, ada, eve, writer, mine, hers };
+  }
+
   /** A new app with a session of ada's on shard 5 (`mine`) and one of bob's on shard 9 (`theirs`). */
   async function adaAndBob() {
     const appName = `app-${randomUUID()}`;
@@ -807,11 +817,7 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
   // of the shard: the apply of the next write moved the mark over the writes made meanwhile, which
   // stayed taken for applied, acknowledged and lost, without a warning.
   it("a mark that the shard's positions pass before any read is lowered by the next apply: the writes it passed are applied", async () => {
-    const appName = `app-${randomUUID()}`;
-    const [ada, eve] = usersOfShard(shardOf, SHARDS, 5, 'q', 2) as [string, string];
-    const writer = service();
-    const mine = await writer.createSession({ appName, userId: ada, sessionId: 'a' });
-    const other = await writer.createSession({ appName, userId: eve, sessionId: 'e' });
+    const { appName, ada, writer, mine, hers: other } = await twoOnOneShard(5, 'q');
     await writer.appendEvent({ session: mine, event: testEvent({ 'app:x': 0 }) });
     await client.hset(appKeys(keyPrefix, appName).marks, '5', await ahead(1));
     await writer.appendEvent({ session: mine, event: testEvent({ 'app:x': 1, 'app:k': 1 }) });
@@ -1023,11 +1029,7 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
   // x = 3 and lost too, then took the key for written since and skipped it. The app stayed at
   // x = 3 for good, with x = 4 in the outbox and no warning.
   it('after the app slot loses applies, an older view applying a lost write as new does not keep a later write of its shard out', async () => {
-    const appName = `app-${randomUUID()}`;
-    const [ada, eve] = usersOfShard(shardOf, SHARDS, 14, 'm', 2) as [string, string];
-    const writer = service();
-    const mine = await writer.createSession({ appName, userId: ada, sessionId: 'a' });
-    const hers = await writer.createSession({ appName, userId: eve, sessionId: 'e' });
+    const { appName, eve, writer, mine, hers } = await twoOnOneShard(14, 'm');
     await writer.appendEvent({ session: mine, event: testEvent({ 'app:x': 1 }) });
     const hold = holdFirstApply();
     const failover = await laggingAppSlot(appName, async () => {
