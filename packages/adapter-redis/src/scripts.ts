@@ -1059,10 +1059,33 @@ local function apply_entry(list, position_text, caught_up)
   hset_list(KEYS.written, stamps)
   hset_list(KEYS.appState, kept)
 end
--- Per group, what it ends with; the entries to apply, of every group, applied after in the order
--- they were made (their positions), whichever shard made them.
-local groups = {}
-local pending = {}
+-- The mark, caught-up position and record of a group once its entries are applied, and its part of
+-- the reply: shard, mark, gap, caught up (see above).
+local marks = {}
+local function finish(shard, mark, gap, moved, caught, done, recorded, lowered_field)
+  local caught_field = ${F.caughtUp} .. shard
+  if gap ~= 1 then
+    if moved then redis.call('HSET', KEYS.marks, shard, mark) end
+    if caught then redis.call('HSET', KEYS.marks, caught_field, caught) end
+    if recorded and done >= recorded then redis.call('HDEL', KEYS.marks, lowered_field) end
+  end
+  marks[#marks + 1] = shard
+  marks[#marks + 1] = mark
+  marks[#marks + 1] = gap
+  -- For a reader (who asks for the bucket): how far this shard's entries were ever caught up.
+  local caught_up = '-1'
+  if ARGV.wantBucket == '1' then
+    caught_up = redis.call('HGET', KEYS.marks, caught_field)
+    if not position_of(caught_up) then caught_up = '-1' end
+  end
+  marks[#marks + 1] = caught_up
+end
+-- One group (a write's, a read's) is applied and finished as it is read: its entries are in order.
+-- Several (a drain's) are finished after the entries of all of them were applied in the order they
+-- were made (their positions), whichever shard made them.
+local single = ARGV_REST + 4 + 2 * (tonumber(ARGV[ARGV_REST + 3]) or 0) > #ARGV
+local groups, pending_at, pending_caught, pending_position
+if not single then groups, pending_at, pending_caught, pending_position = {}, {}, {}, {} end
 local at = ARGV_REST
 while at <= #ARGV do
   local shard = ARGV[at]
@@ -1118,53 +1141,49 @@ while at <= #ARGV do
     mark, done = string.format('%.0f', to), to
   end
   if recorded and recorded > known then known = recorded end
-  local group = { shard = shard, mark = mark, gap = gap, moved = lowered, recorded = recorded, lowered_field = lowered_field }
+  local moved, caught = lowered, nil
   if floor > done then
-    group.gap = 1
+    gap = 1
   else
     for entry = at + 4, at + 2 + 2 * count, 2 do
       -- An entry at what is not a position (see MARK) is passed over: it never becomes the mark.
       local position = position_of(ARGV[entry])
       if position and position > done then
-        pending[#pending + 1] = { position = position, at = entry, caught = position <= known, order = #pending }
-        if position <= known then group.caught = ARGV[entry] end
+        if single then
+          apply_entry(cjson.decode(ARGV[entry + 1]), ARGV[entry], position <= known)
+        else
+          pending_at[#pending_at + 1] = entry
+          pending_caught[#pending_at] = position <= known
+          pending_position[#pending_at] = position
+        end
+        if position <= known then caught = ARGV[entry] end
         done = position
-        group.mark = ARGV[entry]
-        group.moved = true
+        mark = ARGV[entry]
+        moved = true
       end
     end
   end
-  group.done = done
-  groups[#groups + 1] = group
+  if single then
+    finish(shard, mark, gap, moved, caught, done, recorded, lowered_field)
+  else
+    groups[#groups + 1] = { shard, mark, gap, moved, caught, done, recorded, lowered_field }
+  end
   at = at + 4 + 2 * count
 end
-if #groups > 1 then
-  table.sort(pending, function(first, second)
-    if first.position ~= second.position then return first.position < second.position end
-    return first.order < second.order
+if not single then
+  local order = {}
+  for index = 1, #pending_at do order[index] = index end
+  table.sort(order, function(first, second)
+    if pending_position[first] ~= pending_position[second] then
+      return pending_position[first] < pending_position[second]
+    end
+    return first < second
   end)
-end
-for _, entry in ipairs(pending) do
-  apply_entry(cjson.decode(ARGV[entry.at + 1]), ARGV[entry.at], entry.caught)
-end
-local marks = {}
-for _, group in ipairs(groups) do
-  local caught_field = ${F.caughtUp} .. group.shard
-  if group.gap ~= 1 then
-    if group.moved then redis.call('HSET', KEYS.marks, group.shard, group.mark) end
-    if group.caught then redis.call('HSET', KEYS.marks, caught_field, group.caught) end
-    if group.recorded and group.done >= group.recorded then redis.call('HDEL', KEYS.marks, group.lowered_field) end
+  for _, index in ipairs(order) do
+    local entry = pending_at[index]
+    apply_entry(cjson.decode(ARGV[entry + 1]), ARGV[entry], pending_caught[index])
   end
-  marks[#marks + 1] = group.shard
-  marks[#marks + 1] = group.mark
-  marks[#marks + 1] = group.gap
-  -- For a reader (who asks for the bucket): how far this shard's entries were ever caught up.
-  local caught_up = '-1'
-  if ARGV.wantBucket == '1' then
-    caught_up = redis.call('HGET', KEYS.marks, caught_field)
-    if not position_of(caught_up) then caught_up = '-1' end
-  end
-  marks[#marks + 1] = caught_up
+  for _, group in ipairs(groups) do finish(unpack(group, 1, 8)) end
 end
 local bucket = 0
 if ARGV.wantBucket == '1' then bucket = redis.call('HGETALL', KEYS.appState) end
