@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrate } from '../src/index.js';
 import { copyAll } from '../src/migrate.js';
 import { runCli } from './support/cli-process.js';
+import { withMethods } from './support/with-methods.js';
 
 const T0 = 1_700_000_000_000;
 
@@ -27,20 +28,6 @@ function awkwardState(): Record<string, unknown> {
     configurable: true,
   });
   return state;
-}
-
-/**
- * `service` with some of its methods replaced; its other methods run on the
- * service itself (its private fields are not a proxy's).
- */
-function withMethods<T extends object>(service: T, methods: Partial<T>): T {
-  return new Proxy(service, {
-    get(target, property) {
-      if (Object.hasOwn(methods, property)) return methods[property as keyof T];
-      const value = Reflect.get(target, property);
-      return typeof value === 'function' ? value.bind(target) : value;
-    },
-  });
 }
 
 describe('adk-state migrate, exactly', () => {

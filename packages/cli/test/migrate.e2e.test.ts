@@ -22,6 +22,7 @@ import { sessionServiceFromUri } from '../src/index.js';
 import { rootAgent } from './fixtures/agents/greeter/agent.js';
 import { expectTiesCopiedInOrder, writeTiedSession } from './support/adk-database.js';
 import { runCli, startCli } from './support/cli-process.js';
+import { withMethods } from './support/with-methods.js';
 
 /** A Redis database of the test server, as a store URI and an open service. */
 function redisDb(server: RedisServer, db: number): { uri: string; service: RedisSessionService } {
@@ -44,16 +45,11 @@ async function dump(service: RedisSessionService, appName: string): Promise<Map<
 async function converse(sessionService: Runner['sessionService'], userId: string, texts: string[]): Promise<Session> {
   const appended: Session['events'] = [];
   // The service as the runner sees it, noting each event it stores (a partial one is not stored).
-  const noting = new Proxy(sessionService, {
-    get(target, property) {
-      const value = Reflect.get(target, property);
-      if (typeof value !== 'function') return value;
-      if (property !== 'appendEvent') return value.bind(target);
-      return async (request: Parameters<typeof target.appendEvent>[0]) => {
-        const stored = await target.appendEvent(request);
-        if (!request.event.partial) appended.push(stored);
-        return stored;
-      };
+  const noting = withMethods(sessionService, {
+    async appendEvent(request) {
+      const stored = await sessionService.appendEvent(request);
+      if (!request.event.partial) appended.push(stored);
+      return stored;
     },
   });
   const runner = new Runner({ appName: 'greeter', agent: rootAgent, sessionService: noting });
