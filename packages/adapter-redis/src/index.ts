@@ -17,13 +17,14 @@ import { type CommandClient, RedisClass, type ReplicaWait } from './connection.j
 import { assertKeyPrefix, DEFAULT_SHARDS, defaultShards } from './keys.js';
 import type { RedisStoreWarning } from './outbox.js';
 import { connectionsOf, destroySockets, STALL_GRACE_MS, watchStalls } from './stalls.js';
-import { DEFAULT_DRAIN_MS, DEFAULT_OUTBOX_KEEP_MS, RedisStore } from './store.js';
+import { DEFAULT_CATCH_UP_AFTER_MS, DEFAULT_DRAIN_MS, DEFAULT_OUTBOX_KEEP_MS, RedisStore } from './store.js';
 
 export { listAppNames, listSessionKeys } from './apps.js';
 export type { ReplicaWait } from './connection.js';
 export { DEFAULT_SHARDS } from './keys.js';
 export type { RedisStoreWarning } from './outbox.js';
 export {
+  DEFAULT_CATCH_UP_AFTER_MS,
   DEFAULT_DRAIN_MS,
   DEFAULT_OUTBOX_KEEP_MS,
   RedisLayoutError,
@@ -176,6 +177,19 @@ export interface RedisLayoutOptions {
    */
   outboxKeepMs?: number;
   /**
+   * With the outbox protocol: an `app:` write whose second step reaches the
+   * app slot this long or longer after the write was made (by the servers'
+   * clocks), in milliseconds, is applied as a catch-up: only to the keys whose
+   * value was made before it, so that it never lands over a later write. Such
+   * a second step comes from a writer that died between the steps (a drain
+   * or a read applies it), from an apply held past a failover of the app
+   * slot, or from a write the app slot lost before its shard was told. Keep
+   * it above the time a write's two steps take and below the cluster's
+   * failover time, and well above how far the servers' clocks differ.
+   * Default {@link DEFAULT_CATCH_UP_AFTER_MS}.
+   */
+  catchUpAfterMs?: number;
+  /**
    * Called when the store repairs a disagreement between an app's slots (after
    * a failover that lost writes) or a background drain fails. Default:
    * `process.emitWarning`. Never called for a failure a call reports itself.
@@ -210,6 +224,7 @@ export class RedisSessionService extends StateSessionService {
       waitForReplicas,
       drainIntervalMs = DEFAULT_DRAIN_MS,
       outboxKeepMs = DEFAULT_OUTBOX_KEEP_MS,
+      catchUpAfterMs = DEFAULT_CATCH_UP_AFTER_MS,
       onWarning,
       ...serviceOptions
     } = options;
@@ -249,6 +264,9 @@ export class RedisSessionService extends StateSessionService {
     if (typeof outboxKeepMs !== 'number' || !Number.isFinite(outboxKeepMs) || outboxKeepMs < 0) {
       throw new InvalidArgumentError('outboxKeepMs', `must be a finite number >= 0, got ${String(outboxKeepMs)}`);
     }
+    if (typeof catchUpAfterMs !== 'number' || !Number.isFinite(catchUpAfterMs) || catchUpAfterMs < 0) {
+      throw new InvalidArgumentError('catchUpAfterMs', `must be a finite number >= 0, got ${String(catchUpAfterMs)}`);
+    }
     if (onWarning !== undefined && typeof onWarning !== 'function') {
       throw new InvalidArgumentError('onWarning', 'must be a function');
     }
@@ -275,6 +293,7 @@ export class RedisSessionService extends StateSessionService {
         shards,
         drainMs: drainIntervalMs,
         outboxKeepMs,
+        catchUpAfterMs,
         ...(clusterProtocol === undefined ? {} : { clusterProtocol }),
         ...(waitForReplicas ? { waitForReplicas: { ...waitForReplicas } } : {}),
         ...(onWarning ? { onWarning } : {}),

@@ -42,7 +42,9 @@
  * view's floor is above the mark) and apply those entries again, but only to
  * the state keys whose value was made before the entry: the app slot keeps
  * beside the bucket the position of the entry each key's value came from (see
- * `APPLY`).
+ * `APPLY`). So is an entry applied `lateUs` or more after it was made (a dead
+ * writer's, an apply held past a failover, one the app slot lost before its
+ * shard was told): it never lands over a key a write made after it set.
  *
  * A session read is of one moment: it reads the session with its shard's
  * outbox (position `last`, entries above `floor`) and the app bucket with the
@@ -242,6 +244,8 @@ export interface OutboxOptions {
   drainMs: number;
   /** How long entries known applied stay in an outbox, in microseconds (as text, for the scripts). */
   keepUs: string;
+  /** How long after it was made an entry's apply is a catch-up, in microseconds (as text, for the scripts; see `APPLY`). */
+  lateUs: string;
   warn: (warning: RedisStoreWarning) => void;
 }
 
@@ -359,9 +363,10 @@ export class Outbox {
    * mark is below the view's floor (it lost marks in a failover), the outbox
    * is read again from the mark and applied from there; entries already
    * removed from the outbox are lost, and the mark is raised past them.
-   * `wantBucket` asks for the bucket after; `waited` (default true) makes
+   * `wantBucket` asks for the bucket after (`'caught'`: only when this apply
+   * caught an entry up, see `APPLY`); `waited` (default true) makes
    * the apply wait for the replicas (a writer's second step does, the
-   * bookkeeping does not). Resolves with the bucket (empty unless asked
+   * bookkeeping does not). Resolves with the bucket (undefined unless asked
    * for), the highest position of the shard's entries ever caught up after
    * the app slot lost them (-1: none), and the shard's mark after it.
    */
@@ -375,8 +380,8 @@ export class Outbox {
       wantBucket,
       waited = true,
       lower,
-    }: { wantBucket: boolean; waited?: boolean; lower?: { from: number; to: number } },
-  ): Promise<{ bucket: string[]; caughtUp: number; mark: number; lowered: 0 | 1 | 2 }> {
+    }: { wantBucket: boolean | 'caught'; waited?: boolean; lower?: { from: number; to: number } },
+  ): Promise<{ bucket: string[] | undefined; caughtUp: number; mark: number; lowered: 0 | 1 | 2 }> {
     const app = appKeys(this.#options.prefix, appName);
     const lowering = lower
       ? { lowerShard: String(shard), lowerFrom: String(lower.from), lowerTo: String(lower.to) }
@@ -389,7 +394,15 @@ export class Outbox {
         call,
         APPLY,
         keyList(APPLY, { appState: app.appState, marks: app.marks, written: app.written }),
-        argList(APPLY, { wantBucket: wantBucket ? '1' : '0', ...lowering }, group(shard, current)),
+        argList(
+          APPLY,
+          {
+            wantBucket: wantBucket === 'caught' ? '2' : wantBucket ? '1' : '0',
+            lateUs: this.#options.lateUs,
+            ...lowering,
+          },
+          group(shard, current),
+        ),
         waited,
       )) as [Array<string | number>, string[] | number];
       const [marks, bucket] = reply;
@@ -400,7 +413,7 @@ export class Outbox {
         const caughtUp = POSITION.test(String(marks[3])) ? Number(marks[3]) : -1;
         const lowered = state === 2 ? 1 : state === 3 ? 2 : 0;
         if (!lower) this.#lowered(appName, shard, state);
-        return { bucket: Array.isArray(bucket) ? bucket : [], caughtUp, mark: Number(mark), lowered };
+        return { bucket: Array.isArray(bucket) ? bucket : undefined, caughtUp, mark: Number(mark), lowered };
       }
       if (attempt >= APPLY_ATTEMPTS) {
         throw new UnreadableDataError(
@@ -566,17 +579,23 @@ export class Outbox {
       // laying them over this read's bucket could show a lost value over a newer one, so the read
       // shows the bucket as the catch-up left it, if no later entry of the shard (an append this
       // read does not show) was applied since. So are entries at or below what a lowering of the
-      // mark took back (made while the mark covered them, see APPLY).
+      // mark took back (made while the mark covered them, see APPLY), and entries applied late
+      // (made `lateUs` or more before the apply: a writer that died between its steps, see APPLY),
+      // which the read cannot tell apart on its own clock: the apply returns the bucket when it
+      // caught one up, and says so when another did before it.
       const caughtUpTo = Math.max(view.known, app.lowered);
-      let highest = -1;
-      for (const [position] of view.entries) if (position > mark && position <= caughtUpTo) highest = position;
+      const known = view.entries.some(([position]) => position > mark && position <= caughtUpTo);
       const outcome = await this.apply(operation, call, appName, shard, view, {
-        wantBucket: highest >= 0,
+        wantBucket: known || 'caught',
         waited: UNWAITED,
       }).catch(() => undefined);
-      if (highest >= 0 && outcome && outcome.caughtUp >= highest) {
+      let highest = -1;
+      if (outcome) {
+        for (const [position] of view.entries) if (position > mark && position <= outcome.caughtUp) highest = position;
+      }
+      if (outcome && highest >= 0) {
         const lastEntry = view.entries[view.entries.length - 1]?.[0];
-        if (outcome.mark === lastEntry) return { result: shardRead.result, appState: outcome.bucket };
+        if (outcome.bucket && outcome.mark === lastEntry) return { result: shardRead.result, appState: outcome.bucket };
         // A later entry of the shard was applied since this read's reads: its bucket is not of this
         // read's moment, and this read's own bucket lacks what the catch-up kept. Read again (the
         // catch-up is done: the next read's mark is above the entries it covered).
@@ -808,7 +827,7 @@ export class Outbox {
         keyList(APPLY, { appState: app.appState, marks: app.marks, written: app.written }),
         argList(
           APPLY,
-          { wantBucket: '0', ...NO_LOWERING },
+          { wantBucket: '0', lateUs: this.#options.lateUs, ...NO_LOWERING },
           pending.flatMap(({ keys, view }) => group(keys.shard, view)),
         ),
         UNWAITED,

@@ -986,10 +986,15 @@ export const MARK_AHEAD_US = 60_000_000;
  * view did not know the entry applied): the key keeps the entry's position,
  * not the time it landed. A catch-up never lands over a value made after it;
  * on the clock assumption the positions make already (clocks agree to well
- * within a failover's time). An entry applied as new lands on every key: one
- * applied again by such an apply after the catch-up of a later write, or
- * after a later write made since the failover, puts its value back over it
- * (see the README).
+ * within a failover's time). An entry made `lateUs` or more before this
+ * server's clock is caught up too, known or not: its apply comes late (its
+ * writer died between the steps and a drain or a reader applies it, an apply
+ * held in the network past a failover, an entry the app slot lost before its
+ * shard was told), and a write made since then keeps its key. Only an entry
+ * applied sooner than that lands on every key (applied as new), as the second
+ * step of a write does: such an entry that the app slot lost within `lateUs`
+ * of its making and that comes back after a later write can put its value
+ * back over it (see the README).
  *
  * A reader that found the mark of shard `lowerShard` above every position
  * the shard gave (the shard lost positions in a failover, or the mark was
@@ -1005,21 +1010,22 @@ export const MARK_AHEAD_US = 60_000_000;
  * entries' positions (the shard's positions passed such a mark before a
  * read found it).
  *
- * `wantBucket` ('1' | '0') asks for the bucket back; `lowerShard` is '' for
+ * `wantBucket` ('1' | '0') asks for the bucket back ('2': only when an
+ * entry was caught up here); `lateUs` is the age, in microseconds, past which
+ * an entry is caught up; `lowerShard` is '' for
  * no lowering. After the fixed arguments, per shard: its number, its floor,
  * its known position, its entry count, then position, delta, ... in
  * ascending order. A bucket, marks or write-times hash of another type
  * (written outside adk-state) is answered with {@link FOREIGN_TYPE} before
  * anything is written. Returns { { shard, mark, gap (0 | 1; 2 when lowered,
  * 3 when lowered from a mark more than {@link MARK_AHEAD_US} ahead of this
- * server's clock), caught up (with `wantBucket`: the highest position of the
- * shard's entries ever applied again after the app slot lost them, '-1' for
- * none), ... }, bucket or 0 }.
+ * server's clock), caught up (unless `wantBucket` is '0': the highest position
+ * of the shard's entries ever caught up, '-1' for none), ... }, bucket or 0 }.
  */
 export const APPLY = define(
   'apply',
   ['appState', 'marks', 'written'] as const,
-  ['wantBucket', 'lowerShard', 'lowerFrom', 'lowerTo'] as const,
+  ['wantBucket', 'lateUs', 'lowerShard', 'lowerFrom', 'lowerTo'] as const,
   `${NOW}${MARK}${FOREIGN}
 local foreign = foreign_key({ KEYS.appState, 'hash', KEYS.marks, 'hash', KEYS.written, 'hash' })
 if foreign then return foreign end
@@ -1059,9 +1065,19 @@ local function apply_entry(list, position_text, caught_up)
   hset_list(KEYS.written, stamps)
   hset_list(KEYS.appState, kept)
 end
+-- An entry is caught up when the shard was told it was applied (known, see above), or when it was
+-- made lateUs or more before this server's clock (its apply comes late: a writer that died between
+-- the steps, an apply held past a failover, one the app slot lost before its shard was told).
+local late_before = nil
+local function catch_up(position, known)
+  if position <= known then return true end
+  if not late_before then late_before = now_us() - tonumber(ARGV.lateUs) end
+  return position < late_before
+end
 -- The mark, caught-up position and record of a group once its entries are applied, and its part of
 -- the reply: shard, mark, gap, caught up (see above).
 local marks = {}
+local any_caught = false
 local function finish(shard, mark, gap, moved, caught, done, recorded, lowered_field)
   local caught_field = ${F.caughtUp} .. shard
   if gap ~= 1 then
@@ -1072,9 +1088,10 @@ local function finish(shard, mark, gap, moved, caught, done, recorded, lowered_f
   marks[#marks + 1] = shard
   marks[#marks + 1] = mark
   marks[#marks + 1] = gap
-  -- For a reader (who asks for the bucket): how far this shard's entries were ever caught up.
+  if caught then any_caught = true end
+  -- For a reader (who may ask for the bucket): how far this shard's entries were ever caught up.
   local caught_up = '-1'
-  if ARGV.wantBucket == '1' then
+  if ARGV.wantBucket ~= '0' then
     caught_up = redis.call('HGET', KEYS.marks, caught_field)
     if not position_of(caught_up) then caught_up = '-1' end
   end
@@ -1149,14 +1166,15 @@ while at <= #ARGV do
       -- An entry at what is not a position (see MARK) is passed over: it never becomes the mark.
       local position = position_of(ARGV[entry])
       if position and position > done then
+        local caught_up = catch_up(position, known)
         if single then
-          apply_entry(cjson.decode(ARGV[entry + 1]), ARGV[entry], position <= known)
+          apply_entry(cjson.decode(ARGV[entry + 1]), ARGV[entry], caught_up)
         else
           pending_at[#pending_at + 1] = entry
-          pending_caught[#pending_at] = position <= known
+          pending_caught[#pending_at] = caught_up
           pending_position[#pending_at] = position
         end
-        if position <= known then caught = ARGV[entry] end
+        if caught_up then caught = ARGV[entry] end
         done = position
         mark = ARGV[entry]
         moved = true
@@ -1186,7 +1204,9 @@ if not single then
   for _, group in ipairs(groups) do finish(unpack(group, 1, 8)) end
 end
 local bucket = 0
-if ARGV.wantBucket == '1' then bucket = redis.call('HGETALL', KEYS.appState) end
+if ARGV.wantBucket == '1' or (ARGV.wantBucket == '2' and any_caught) then
+  bucket = redis.call('HGETALL', KEYS.appState)
+end
 return { marks, bucket }
 `,
 );

@@ -117,6 +117,11 @@ export interface RedisStoreOptions {
   drainMs?: number;
   /** How long an outbox keeps entries known applied (cluster protocol), in milliseconds. Default {@link DEFAULT_OUTBOX_KEEP_MS}. */
   outboxKeepMs?: number;
+  /**
+   * How long after it was made an outbox entry's apply is a catch-up (cluster protocol), in
+   * milliseconds: it lands only on the keys whose value was made before it. Default {@link DEFAULT_CATCH_UP_AFTER_MS}.
+   */
+  catchUpAfterMs?: number;
   /** Called with what the store repaired or could not do in the background. Default: `process.emitWarning`. */
   onWarning?: (warning: RedisStoreWarning) => void;
   /** Every write waits for this many replicas to acknowledge it (`WAIT`); a shortfall fails the call with `mayHaveApplied: true`. */
@@ -147,6 +152,16 @@ export const DEFAULT_DRAIN_MS = 5_000;
  * applied again from the outbox.
  */
 export const DEFAULT_OUTBOX_KEEP_MS = 60_000;
+
+/**
+ * How long after an `app:` write was made its apply to the app slot is a
+ * catch-up (cluster protocol), in milliseconds: a second step that comes
+ * this late (its writer died between the steps, it was held past a failover
+ * of the app slot, or the app slot lost it before its shard was told) lands
+ * only on the keys whose value was made before it. Longer than a write's
+ * two steps take, shorter than a failover.
+ */
+export const DEFAULT_CATCH_UP_AFTER_MS = 1_000;
 
 /** How many sessions' keys {@link RedisStore} keeps at hand. */
 const KEY_CACHE_SIZE = 1_024;
@@ -224,6 +239,7 @@ export class RedisStore implements SessionStore {
       shards: this.#shards,
       drainMs: options.drainMs ?? DEFAULT_DRAIN_MS,
       keepUs: this.#keepUs,
+      lateUs: String(Math.round((options.catchUpAfterMs ?? DEFAULT_CATCH_UP_AFTER_MS) * 1000)),
       warn: quietWarnings(warn),
     });
   }
@@ -298,8 +314,9 @@ export class RedisStore implements SessionStore {
       }
       app = layOver(bucket, mark, view);
     } else {
-      app = (await this.#outbox.apply('createSession', call, input.key.appName, shard, view, { wantBucket: true }))
-        .bucket;
+      app =
+        (await this.#outbox.apply('createSession', call, input.key.appName, shard, view, { wantBucket: true }))
+          .bucket ?? [];
     }
     return { status: 'created', userState: toBucket(user), appState: toBucket(app) };
   }
@@ -315,11 +332,11 @@ export class RedisStore implements SessionStore {
     appName: string,
     shard: number,
     reply: OutboxReply,
-  ): Promise<string[]> {
+  ): Promise<void> {
     return afterWrite(operation, () =>
       this.#outbox
         .apply(operation, call, appName, shard, this.#outbox.view(reply, appName, shard), { wantBucket: false })
-        .then(({ bucket }) => bucket),
+        .then(() => undefined),
     );
   }
 

@@ -19,7 +19,19 @@ import {
   type RedisStoreWarning,
 } from '../src/index.js';
 import { appKeys, FIELD, OUTBOX_INDEX_SUFFIX, shardKeys, shardOf } from '../src/keys.js';
-import { APPEND, APPLY, CREATE, IMPORT, LAYOUT, LOAD, PEEK, RAISE, READ_APP, type Script } from '../src/scripts.js';
+import {
+  APPEND,
+  APPLY,
+  argList,
+  CREATE,
+  IMPORT,
+  LAYOUT,
+  LOAD,
+  PEEK,
+  RAISE,
+  READ_APP,
+  type Script,
+} from '../src/scripts.js';
 import { gated, runs, serverMicros, untilServerTime, usersOfShard } from './attack/hooks.js';
 import {
   hasRedisServer,
@@ -194,20 +206,31 @@ async function loadAttack(client: Redis, service: Make, warnings: RedisStoreWarn
   expect(warnings.filter((warning) => warning.appName === appName)).toEqual([]);
 }
 
+/** A `lateUs` past every position: no entry is applied late (caught up for its age). */
+const NEVER_LATE = '99999999999999999';
+
 /**
  * Runs `APPLY` on an app's slot as the store sends it: `group` per shard (its number,
  * floor, known position, entry count, then position, delta, ...), `lowering` the three
- * lowering arguments (none by default).
+ * lowering arguments (none by default), `lateUs` the age past which an entry is caught up
+ * (by default none is: the positions of these calls are made up, far in the past).
  */
 function rawApply(
   client: Redis,
   app: { appState: string; marks: string; written: string },
   group: string[],
   lowering: string[] = ['', '', ''],
+  lateUs = NEVER_LATE,
 ): Promise<[Array<string | number>, unknown]> {
-  return client.evalsha(APPLY.sha, 3, app.appState, app.marks, app.written, '0', ...lowering, ...group) as Promise<
-    [Array<string | number>, unknown]
-  >;
+  const [lowerShard = '', lowerFrom = '', lowerTo = ''] = lowering;
+  return client.evalsha(
+    APPLY.sha,
+    3,
+    app.appState,
+    app.marks,
+    app.written,
+    ...argList(APPLY, { wantBucket: '0', lateUs, lowerShard, lowerFrom, lowerTo }, group),
+  ) as Promise<[Array<string | number>, unknown]>;
 }
 
 describe('attacks on the outbox protocol (single server, one slot per script)', () => {
@@ -482,8 +505,9 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
     appName: string,
     done: (state: Record<string, unknown>) => boolean,
     reads = 40,
+    options: { catchUpAfterMs?: number } = {},
   ): Promise<Record<string, unknown>> {
-    const drains = service({ drainIntervalMs: 0 });
+    const drains = service({ drainIntervalMs: 0, ...options });
     let state: Record<string, unknown> = {};
     for (let read = 0; read < reads; read++) {
       state = await drains.getAppState({ appName });
@@ -697,6 +721,37 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
     ]);
     expect(marks).toEqual(['3', '4000', 0, '-1', '5', '3000', 0, '-1']);
     expect(await client.hmget(app.marks, '3', '5')).toEqual(['4000', '3000']);
+  });
+
+  it('an entry made lateUs or more before the server clock is caught up, told applied or not; a newer one lands on every key', async () => {
+    const app = appKeys(keyPrefix, `app-${randomUUID()}`);
+    const now = await serverMicros(client);
+    const at = (secondsAgo: number) => String(now - secondsAgo * 1_000_000);
+    const entry = (value: string) => JSON.stringify(['x', JSON.stringify(value), 'y', JSON.stringify(value)]);
+    // x holds a value made a second ago (another shard's write).
+    await client.hset(app.written, 'x', at(1));
+    await client.hset(app.appState, 'x', JSON.stringify('later'));
+    const apply = (wantBucket: string, lateUs: string, group: string[]) =>
+      client.evalsha(
+        APPLY.sha,
+        3,
+        app.appState,
+        app.marks,
+        app.written,
+        ...argList(APPLY, { wantBucket, lateUs, lowerShard: '', lowerFrom: '', lowerTo: '' }, group),
+      ) as Promise<[Array<string | number>, unknown]>;
+    // Shard 3's entry, made two seconds ago and not known applied, comes half a second late or more: a catch-up.
+    const [marks, bucket] = await apply('2', '500000', ['3', '-1', '-1', '1', at(2), entry('old')]);
+    expect(await client.hgetall(app.appState)).toEqual({ x: JSON.stringify('later'), y: JSON.stringify('old') });
+    expect(await client.hmget(app.written, 'x', 'y')).toEqual([at(1), at(2)]);
+    // It says how far the shard's entries were caught up, and returns the bucket ('2': one was caught up here).
+    expect(marks).toEqual(['3', at(2), 0, at(2)]);
+    expect(bucket).toEqual(['x', JSON.stringify('later'), 'y', JSON.stringify('old')]);
+    // Shard 5's entry, as old, comes within lateUs (ten seconds): applied as new, on every key; no bucket.
+    const [newMarks, noBucket] = await apply('2', '10000000', ['5', '-1', '-1', '1', at(2), entry('new')]);
+    expect(await client.hgetall(app.appState)).toEqual({ x: JSON.stringify('new'), y: JSON.stringify('new') });
+    expect(newMarks).toEqual(['5', at(2), 0, '-1']);
+    expect(noBucket).toBe(0);
   });
 
   it('an apply gives each key it sets its entry position; a catch-up sets only the keys whose value was made before it, in entries of thousands of keys', async () => {
@@ -989,6 +1044,71 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
     await failover();
     expect(await drainedAppState(appName, (state) => state.x !== undefined)).toEqual({ x: 4 });
     expect(await service().getAppState({ appName })).toEqual({ x: 4 });
+  });
+
+  /** Waits past `catchUpAfterMs` (`ms`): what was made before is applied late from now on. */
+  const pastCatchUpAfter = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms + 50));
+
+  // Was a hole: as above, but a read of the later write's shard applied it first (as new), and then a
+  // drain applied the older one, also as new, over it: x = 3 for good, with x = 4 acknowledged after
+  // it. An apply that comes catchUpAfterMs or more after its write was made is now a catch-up.
+  it('after the app slot loses applies its shards were not told of, a read applying the later one first does not let the older end last', async () => {
+    const appName = `app-${randomUUID()}`;
+    const [ada] = usersOfShard(shardOf, SHARDS, 5, 'q', 1) as [string];
+    const [bob] = usersOfShard(shardOf, SHARDS, 3, 's', 1) as [string];
+    const late = 200;
+    const untold = service({
+      catchUpAfterMs: late,
+      client: gated(client, (command, args) =>
+        runs(PEEK, command, args) ? Promise.reject(new Error('no hand-over')) : undefined,
+      ),
+    });
+    const mine = await untold.createSession({ appName, userId: ada, sessionId: 'a' });
+    const theirs = await untold.createSession({ appName, userId: bob, sessionId: 'b' });
+    const failover = await laggingAppSlot(appName, async () => {
+      await untold.appendEvent({ session: mine, event: testEvent({ 'app:x': 3, 'app:y': 3 }) });
+      await untold.appendEvent({ session: theirs, event: testEvent({ 'app:x': 4 }) });
+    });
+    await failover();
+    await pastCatchUpAfter(late);
+    const read = (await service({ catchUpAfterMs: late }).getSession({
+      appName,
+      userId: bob,
+      sessionId: 'b',
+    })) as Session;
+    expect(read.state).toEqual({ 'app:x': 4 });
+    expect(await drainedAppState(appName, (state) => state.y !== undefined, 40, { catchUpAfterMs: late })).toEqual({
+      x: 4,
+      y: 3,
+    });
+    const again = (await service().getSession({ appName, userId: ada, sessionId: 'a' })) as Session;
+    expect(again.state).toEqual({ 'app:x': 4, 'app:y': 3 });
+  });
+
+  // Was a hole: a drain's apply that read the shard before the failover (x = A1 waiting there, not
+  // known applied) was held until after it; meanwhile another shard wrote x = B1, made and
+  // acknowledged after A1. The held apply applied A1 as new, over B1: x = A1 for good.
+  it('after the app slot loses applies, an apply held past the failover does not put a lost write over a later one', async () => {
+    const { appName, writer, mine, theirs } = await adaAndBob();
+    const late = 200;
+    const hold = holdFirstApply();
+    const failover = await laggingAppSlot(appName, async () => {
+      await writer.appendEvent({ session: mine, event: testEvent({ 'app:x': 'A1', 'app:y': 'A1' }) });
+      // A drain of another instance reads ada's shard (A1 waits there, not known applied); its apply is held.
+      await service({ client: hold.client, drainIntervalMs: 0, catchUpAfterMs: late }).getAppState({ appName });
+      await hold.reached;
+    });
+    await failover();
+    await pastCatchUpAfter(late);
+    await writer.appendEvent({ session: theirs, event: testEvent({ 'app:x': 'B1' }) });
+    expect(await service({ catchUpAfterMs: late }).getAppState({ appName })).toEqual({ x: 'B1' });
+    hold.release();
+    expect(await drainedAppState(appName, (state) => state.y !== undefined, 40, { catchUpAfterMs: late })).toEqual({
+      x: 'B1',
+      y: 'A1',
+    });
+    const hers = (await service().getSession({ appName, userId: theirs.userId, sessionId: 'b' })) as Session;
+    expect(hers.state).toEqual({ 'app:x': 'B1', 'app:y': 'A1' });
   });
 
   // Two writes of one key on two shards, at about the same time: bob's is made first (its entry
