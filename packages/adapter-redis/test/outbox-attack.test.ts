@@ -1085,6 +1085,33 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
     expect(again.state).toEqual({ 'app:x': 4, 'app:y': 3 });
   });
 
+  // Was a hole: the delta of a writer that died between its steps was applied by the next drain as
+  // new, over a write of the same key made and acknowledged after it on another shard: the older
+  // value ended last. Applied catchUpAfterMs or more after it was made, it is a catch-up.
+  it('a dead writer’s delta applied late does not land over a later write of the same key', async () => {
+    const appName = `app-${randomUUID()}`;
+    const [ada] = usersOfShard(shardOf, SHARDS, 6, 'v', 1) as [string];
+    const [bob] = usersOfShard(shardOf, SHARDS, 12, 'w', 1) as [string];
+    const late = 200;
+    await deadWriter(appName, ada);
+    const [dead] = await outboxEntries(client, appName, 6);
+    const writer = service();
+    const theirs = await writer.createSession({ appName, userId: bob, sessionId: 'b' });
+    await writer.appendEvent({ session: theirs, event: testEvent({ 'app:late': 2, 'app:other': 2 }) });
+    await pastCatchUpAfter(late);
+    // A drain applies the dead writer's entry.
+    const marks = appKeys(keyPrefix, appName).marks;
+    const drains = service({ drainIntervalMs: 0, catchUpAfterMs: late });
+    for (let read = 0; read < 40 && (await client.hget(marks, '6')) !== dead; read++) {
+      await drains.getAppState({ appName });
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+    expect(await client.hget(marks, '6')).toBe(dead);
+    expect(await service().getAppState({ appName })).toEqual({ late: 2, other: 2 });
+    const mine = (await service().getSession({ appName, userId: ada, sessionId: 's1' })) as Session;
+    expect(mine.state).toEqual({ 'app:late': 2, 'app:other': 2 });
+  });
+
   // Was a hole: a drain's apply that read the shard before the failover (x = A1 waiting there, not
   // known applied) was held until after it; meanwhile another shard wrote x = B1, made and
   // acknowledged after A1. The held apply applied A1 as new, over B1: x = A1 for good.
