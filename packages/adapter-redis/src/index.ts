@@ -180,12 +180,14 @@ export interface RedisLayoutOptions {
    * With the outbox protocol: an `app:` write whose second step reaches the
    * app slot this long or longer after the write was made (by the servers'
    * clocks), in milliseconds, is applied as a catch-up: only to the keys whose
-   * value was made before it, so that it never lands over a later write. Such
+   * value was made before it, so that it never lands over a later value. Such
    * a second step comes from a writer that died between the steps (a drain
    * or a read applies it), from an apply held past a failover of the app
    * slot, or from a write the app slot lost before its shard was told. Keep
-   * it above the time a write's two steps take and below the cluster's
-   * failover time, and well above how far the servers' clocks differ.
+   * it above the time a write's two steps take (below that, a write's own
+   * second step is a catch-up too, and reads that meet a write in flight
+   * read again) and below the cluster's failover time, and well above how
+   * far the servers' clocks differ.
    * Default {@link DEFAULT_CATCH_UP_AFTER_MS}.
    */
   catchUpAfterMs?: number;

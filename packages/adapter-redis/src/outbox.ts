@@ -566,43 +566,65 @@ export class Outbox {
         break;
       }
     }
-    const { view } = shardRead;
-    const mark = app.mark;
-    if (view.entries.some(([position]) => position > mark)) {
-      // Writes of this shard not applied yet (in flight, or their writer died): apply them now.
-      // The read has its answer already; a failure here leaves them to a writer or a drain.
-      // Entries the shard was told were applied are above this mark when the read's app read is
-      // older than that (a slow read: laying them over shows one moment), or when the app slot
-      // lost them (a failover, a damaged mark). The apply (this one, or another reader's or a
-      // drain's before it) catches lost ones up only to the keys whose value was made before each
-      // (see APPLY), and says how far the shard's entries were caught up: when that covers them,
-      // laying them over this read's bucket could show a lost value over a newer one, so the read
-      // shows the bucket as the catch-up left it, if no later entry of the shard (an append this
-      // read does not show) was applied since. So are entries at or below what a lowering of the
-      // mark took back (made while the mark covered them, see APPLY), and entries applied late
-      // (made `lateUs` or more before the apply: a writer that died between its steps, see APPLY),
-      // which the read cannot tell apart on its own clock: the apply returns the bucket when it
-      // caught one up, and says so when another did before it.
-      const caughtUpTo = Math.max(view.known, app.lowered);
-      const known = view.entries.some(([position]) => position > mark && position <= caughtUpTo);
-      const outcome = await this.apply(operation, call, appName, shard, view, {
-        wantBucket: known || 'caught',
-        waited: UNWAITED,
-      }).catch(() => undefined);
-      let highest = -1;
-      if (outcome) {
-        for (const [position] of view.entries) if (position > mark && position <= outcome.caughtUp) highest = position;
-      }
-      if (outcome && highest >= 0) {
-        const lastEntry = view.entries[view.entries.length - 1]?.[0];
-        if (outcome.bucket && outcome.mark === lastEntry) return { result: shardRead.result, appState: outcome.bucket };
-        // A later entry of the shard was applied since this read's reads: its bucket is not of this
-        // read's moment, and this read's own bucket lacks what the catch-up kept. Read again (the
-        // catch-up is done: the next read's mark is above the entries it covered).
-        if (round < READ_ATTEMPTS) return this.read(operation, call, appName, keys, load, round + 1);
-      }
+    const shown = await this.shown(operation, call, appName, shard, shardRead.view, app);
+    if (shown === AGAIN) {
+      if (round < READ_ATTEMPTS) return this.read(operation, call, appName, keys, load, round + 1);
+      return { result: shardRead.result, appState: layOver(app.bucket, app.mark, shardRead.view) };
     }
-    return { result: shardRead.result, appState: layOver(app.bucket, mark, view) };
+    return { result: shardRead.result, appState: shown };
+  }
+
+  /**
+   * The app state a read of one moment shows: the app slot's bucket and
+   * mark (`app`, read with the shard's `view`, `oneMoment`), with the
+   * entries above the mark laid over it. Applies those entries first
+   * (writes in flight, or whose writer died): the read has its answer
+   * already, and a failure here leaves them to a writer or a drain.
+   *
+   * Entries the shard was told were applied are above the mark when the app
+   * read is older than that (a slow read: laying them over shows one moment),
+   * or when the app slot lost them (a failover, a damaged mark). The apply
+   * (this one, or another reader's or a drain's before it) catches lost ones
+   * up only to the keys whose value was made before each (see APPLY), and
+   * says how far the shard's entries were caught up: when that covers them,
+   * laying them over this read's bucket could show a lost value over a newer
+   * one, so the read shows the bucket as the catch-up left it, if no later
+   * entry of the shard (an append this read does not show) was applied
+   * since; else it must read again ({@link AGAIN}: the catch-up is done, and
+   * the next read's mark is above the entries it covered). So are entries at
+   * or below what a lowering of the mark took back (made while the mark
+   * covered them, see APPLY), and entries applied late (made `lateUs` or
+   * more before the apply: a writer that died between its steps, see
+   * APPLY), which the read cannot tell apart on its own clock: the apply
+   * returns the bucket when it caught one up, and says so when another did
+   * before it.
+   */
+  async shown(
+    operation: string,
+    call: StoreCall | undefined,
+    appName: string,
+    shard: number,
+    view: OutboxView,
+    app: { bucket: string[]; mark: number; lowered: number },
+  ): Promise<string[] | typeof AGAIN> {
+    const { mark } = app;
+    if (!view.entries.some(([position]) => position > mark)) return app.bucket;
+    const caughtUpTo = Math.max(view.known, app.lowered);
+    const known = view.entries.some(([position]) => position > mark && position <= caughtUpTo);
+    const outcome = await this.apply(operation, call, appName, shard, view, {
+      wantBucket: known || 'caught',
+      waited: UNWAITED,
+    }).catch(() => undefined);
+    let highest = -1;
+    if (outcome) {
+      for (const [position] of view.entries) if (position > mark && position <= outcome.caughtUp) highest = position;
+    }
+    if (outcome && highest >= 0) {
+      const lastEntry = view.entries[view.entries.length - 1]?.[0];
+      if (outcome.bucket && outcome.mark === lastEntry) return outcome.bucket;
+      return AGAIN;
+    }
+    return layOver(app.bucket, mark, view);
   }
 
   /**
@@ -915,6 +937,9 @@ function shardMarks(list: string[] | number): Map<number, number> {
 
 /** The fixed arguments of an apply that lowers no mark. */
 const NO_LOWERING = { lowerShard: '', lowerFrom: '', lowerTo: '' } as const;
+
+/** {@link Outbox.shown}'s answer when the read must be made again. */
+export const AGAIN = Symbol('read again');
 
 /** What an `app-mark-behind` warning says before what the repair did. */
 function appMarkBehind(shard: number, mark: number, floor: number): string {

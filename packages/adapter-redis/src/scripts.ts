@@ -990,11 +990,14 @@ export const MARK_AHEAD_US = 60_000_000;
  * server's clock is caught up too, known or not: its apply comes late (its
  * writer died between the steps and a drain or a reader applies it, an apply
  * held in the network past a failover, an entry the app slot lost before its
- * shard was told), and a write made since then keeps its key. Only an entry
+ * shard was told), and a value made since then keeps its key. Only an entry
  * applied sooner than that lands on every key (applied as new), as the second
  * step of a write does: such an entry that the app slot lost within `lateUs`
  * of its making and that comes back after a later write can put its value
- * back over it (see the README).
+ * back over it (see the README). A key's position more than `lateUs` ahead
+ * of this server's clock is none that clocks within the assumption give (a
+ * shard whose clock ran ahead, a record changed outside the store): a
+ * catch-up lands on that key.
  *
  * A reader that found the mark of shard `lowerShard` above every position
  * the shard gave (the shard lost positions in a failover, or the mark was
@@ -1035,6 +1038,15 @@ local function hset_list(hash, list)
     redis.call('HSET', hash, unpack(list, from, math.min(#list, from + 1999)))
   end
 end
+-- This server's clock, read once: an entry made lateUs or more before it comes late (see catch_up
+-- below), and a key's position more than lateUs ahead of it is none a clock within the assumption
+-- gave (a shard's clock that ran ahead, or a record changed outside the store): a catch-up does not
+-- take it for a value made after the entry.
+local late_before, ahead_after = nil, nil
+local function read_clock()
+  local now = now_us()
+  late_before, ahead_after = now - tonumber(ARGV.lateUs), now + tonumber(ARGV.lateUs)
+end
 -- An entry's pairs into the bucket, and beside each key the position of the entry that wrote it (the
 -- time it was made, on the shard's clock); a lost entry applied again (caught up) only to the keys
 -- whose value was made before it.
@@ -1046,12 +1058,14 @@ local function apply_entry(list, position_text, caught_up)
     local last = math.min(#list, first + 1999)
     local times = nil
     if caught_up then
+      if not ahead_after then read_clock() end
       local keys = {}
       for index = first, last, 2 do keys[#keys + 1] = list[index] end
       times = redis.call('HMGET', KEYS.written, unpack(keys))
     end
     for index = first, last, 2 do
       local written = times and position_of(times[(index - first) / 2 + 1])
+      if written and written > ahead_after then written = nil end
       if not written or written < made then
         if caught_up then
           kept[#kept + 1] = list[index]
@@ -1068,10 +1082,9 @@ end
 -- An entry is caught up when the shard was told it was applied (known, see above), or when it was
 -- made lateUs or more before this server's clock (its apply comes late: a writer that died between
 -- the steps, an apply held past a failover, one the app slot lost before its shard was told).
-local late_before = nil
 local function catch_up(position, known)
   if position <= known then return true end
-  if not late_before then late_before = now_us() - tonumber(ARGV.lateUs) end
+  if not late_before then read_clock() end
   return position < late_before
 end
 -- The mark, caught-up position and record of a group once its entries are applied, and its part of

@@ -56,7 +56,7 @@ import {
   UPDATED_FIELD,
   userKeys,
 } from './keys.js';
-import { layOver, Outbox, type OutboxReply, oneMoment, type RedisStoreWarning, type Runner } from './outbox.js';
+import { AGAIN, layOver, Outbox, type OutboxReply, oneMoment, type RedisStoreWarning, type Runner } from './outbox.js';
 import {
   APPEND,
   APPLY,
@@ -306,13 +306,20 @@ export class RedisStore implements SessionStore {
     const view = this.#outbox.view(outbox, input.key.appName, shard);
     let app: string[];
     if (appRead) {
-      const { bucket, mark } = await appRead;
-      if (!oneMoment(view, mark)) {
-        // The app read and the create straddle writes of the shard: read the new session as getSession does.
+      const read = await appRead;
+      // As a session read shows it (entries above the mark applied, and a catch-up's bucket shown);
+      // when the app read and the create straddle writes of the shard, or a catch-up asks for another
+      // read, the new session is read as getSession reads it.
+      const shown = oneMoment(view, read.mark)
+        ? await this.#outbox.shown('createSession', call, input.key.appName, shard, view, read)
+        : AGAIN;
+      if (shown === AGAIN) {
         const again = await this.#load(input.key, { limit: 0 }, undefined, call);
         if (again) return { status: 'created', userState: again.userState, appState: again.appState };
+        app = layOver(read.bucket, read.mark, view);
+      } else {
+        app = shown;
       }
-      app = layOver(bucket, mark, view);
     } else {
       app =
         (await this.#outbox.apply('createSession', call, input.key.appName, shard, view, { wantBucket: true }))

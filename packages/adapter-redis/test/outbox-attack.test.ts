@@ -752,6 +752,12 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
     expect(await client.hgetall(app.appState)).toEqual({ x: JSON.stringify('new'), y: JSON.stringify('new') });
     expect(newMarks).toEqual(['5', at(2), 0, '-1']);
     expect(noBucket).toBe(0);
+    // A key whose position is further ahead of the server's clock than lateUs (a shard clock that ran
+    // ahead, a record changed outside the store) is no value made after a late entry: it lands there.
+    await client.hset(app.written, 'x', at(-60));
+    await apply('0', '500000', ['3', '-1', '-1', '1', at(1.5), entry('late')]);
+    expect(await client.hgetall(app.appState)).toEqual({ x: JSON.stringify('late'), y: JSON.stringify('late') });
+    expect(await client.hmget(app.written, 'x', 'y')).toEqual([at(1.5), at(1.5)]);
   });
 
   it('an apply gives each key it sets its entry position; a catch-up sets only the keys whose value was made before it, in entries of thousands of keys', async () => {
@@ -1110,6 +1116,25 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
     expect(await service().getAppState({ appName })).toEqual({ late: 2, other: 2 });
     const mine = (await service().getSession({ appName, userId: ada, sessionId: 's1' })) as Session;
     expect(mine.state).toEqual({ 'app:late': 2, 'app:other': 2 });
+  });
+
+  // Was a hole with the catch-up of late applies: a create without app: keys laid the entries above
+  // the mark over its bucket without applying them, and showed the dead writer's value, which the
+  // catch-up that applies it then keeps out: a value never stored. It now shows what a read shows.
+  it('a create without app: keys shows what the catch-up of a dead writer’s late delta leaves', async () => {
+    const appName = `app-${randomUUID()}`;
+    const [ada, cal] = usersOfShard(shardOf, SHARDS, 6, 'x', 2) as [string, string];
+    const [bob] = usersOfShard(shardOf, SHARDS, 12, 'y', 1) as [string];
+    const late = 200;
+    await deadWriter(appName, ada);
+    const writer = service({ drainIntervalMs: Number.POSITIVE_INFINITY });
+    const theirs = await writer.createSession({ appName, userId: bob, sessionId: 'b' });
+    await writer.appendEvent({ session: theirs, event: testEvent({ 'app:late': 2, 'app:other': 2 }) });
+    await pastCatchUpAfter(late);
+    const creator = service({ catchUpAfterMs: late, drainIntervalMs: Number.POSITIVE_INFINITY });
+    const created = await creator.createSession({ appName, userId: cal, sessionId: 'c' });
+    expect(created.state).toEqual({ 'app:late': 2, 'app:other': 2 });
+    expect(await service().getAppState({ appName })).toEqual({ late: 2, other: 2 });
   });
 
   // Was a hole: a drain's apply that read the shard before the failover (x = A1 waiting there, not
