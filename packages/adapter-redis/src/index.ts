@@ -187,7 +187,8 @@ export interface RedisLayoutOptions {
    * it above the time a write's two steps take (below that, a write's own
    * second step is a catch-up too, and reads that meet a write in flight
    * read again) and below the cluster's failover time, and well above how
-   * far the servers' clocks differ.
+   * far the servers' clocks differ. `Infinity`: an apply is a catch-up only
+   * for the writes its shard was told were applied (after a failover).
    * Default {@link DEFAULT_CATCH_UP_AFTER_MS}.
    */
   catchUpAfterMs?: number;
@@ -266,8 +267,11 @@ export class RedisSessionService extends StateSessionService {
     if (typeof outboxKeepMs !== 'number' || !Number.isFinite(outboxKeepMs) || outboxKeepMs < 0) {
       throw new InvalidArgumentError('outboxKeepMs', `must be a finite number >= 0, got ${String(outboxKeepMs)}`);
     }
-    if (typeof catchUpAfterMs !== 'number' || !Number.isFinite(catchUpAfterMs) || catchUpAfterMs < 0) {
-      throw new InvalidArgumentError('catchUpAfterMs', `must be a finite number >= 0, got ${String(catchUpAfterMs)}`);
+    if (typeof catchUpAfterMs !== 'number' || Number.isNaN(catchUpAfterMs) || catchUpAfterMs < 0) {
+      throw new InvalidArgumentError(
+        'catchUpAfterMs',
+        `must be a number >= 0 (Infinity: never), got ${String(catchUpAfterMs)}`,
+      );
     }
     if (onWarning !== undefined && typeof onWarning !== 'function') {
       throw new InvalidArgumentError('onWarning', 'must be a function');

@@ -961,6 +961,14 @@ return bucket
 export const MARK_AHEAD_US = 60_000_000;
 
 /**
+ * The least time, in microseconds, a key's position can be ahead of the app
+ * slot's clock and still be taken for when its value was made (see
+ * {@link APPLY}): a second, far more than the clocks of a cluster's servers
+ * differ, whatever `catchUpAfterMs` is.
+ */
+export const AHEAD_FLOOR_US = 1_000_000;
+
+/**
  * The app slot's side of the outbox, applying: per shard, the entries above
  * the shard's mark, each delta into the app bucket, then the mark. The
  * entries of every shard are applied in the order they were made (their
@@ -994,10 +1002,10 @@ export const MARK_AHEAD_US = 60_000_000;
  * applied sooner than that lands on every key (applied as new), as the second
  * step of a write does: such an entry that the app slot lost within `lateUs`
  * of its making and that comes back after a later write can put its value
- * back over it (see the README). A key's position more than `lateUs` ahead
- * of this server's clock is none that clocks within the assumption give (a
- * shard whose clock ran ahead, a record changed outside the store): a
- * catch-up lands on that key.
+ * back over it (see the README). A key's position more than `lateUs` (and
+ * at least {@link AHEAD_FLOOR_US}) ahead of this server's clock is none that
+ * clocks within the assumption give (a shard whose clock ran ahead, a record
+ * changed outside the store): a catch-up lands on that key.
  *
  * A reader that found the mark of shard `lowerShard` above every position
  * the shard gave (the shard lost positions in a failover, or the mark was
@@ -1039,13 +1047,14 @@ local function hset_list(hash, list)
   end
 end
 -- This server's clock, read once: an entry made lateUs or more before it comes late (see catch_up
--- below), and a key's position more than lateUs ahead of it is none a clock within the assumption
--- gave (a shard's clock that ran ahead, or a record changed outside the store): a catch-up does not
--- take it for a value made after the entry.
+-- below), and a key's position more than lateUs (at least a second) ahead of it is none a clock
+-- within the assumption gave (a shard's clock that ran ahead, or a record changed outside the store):
+-- a catch-up does not take it for a value made after the entry.
 local late_before, ahead_after = nil, nil
 local function read_clock()
   local now = now_us()
-  late_before, ahead_after = now - tonumber(ARGV.lateUs), now + tonumber(ARGV.lateUs)
+  local late = tonumber(ARGV.lateUs)
+  late_before, ahead_after = now - late, now + math.max(late, ${AHEAD_FLOOR_US})
 end
 -- An entry's pairs into the bucket, and beside each key the position of the entry that wrote it (the
 -- time it was made, on the shard's clock); a lost entry applied again (caught up) only to the keys

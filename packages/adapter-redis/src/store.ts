@@ -163,6 +163,11 @@ export const DEFAULT_OUTBOX_KEEP_MS = 60_000;
  */
 export const DEFAULT_CATCH_UP_AFTER_MS = 1_000;
 
+/** `catchUpAfterMs` as `APPLY` takes it: microseconds, as text; `Infinity` past every position (nothing comes late). */
+function lateUs(ms: number): string {
+  return Number.isFinite(ms) ? String(Math.round(ms * 1000)) : '99999999999999999';
+}
+
 /** How many sessions' keys {@link RedisStore} keeps at hand. */
 const KEY_CACHE_SIZE = 1_024;
 
@@ -239,7 +244,7 @@ export class RedisStore implements SessionStore {
       shards: this.#shards,
       drainMs: options.drainMs ?? DEFAULT_DRAIN_MS,
       keepUs: this.#keepUs,
-      lateUs: String(Math.round((options.catchUpAfterMs ?? DEFAULT_CATCH_UP_AFTER_MS) * 1000)),
+      lateUs: lateUs(options.catchUpAfterMs ?? DEFAULT_CATCH_UP_AFTER_MS),
       warn: quietWarnings(warn),
     });
   }

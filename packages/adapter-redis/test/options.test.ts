@@ -40,6 +40,25 @@ describe('option checks', () => {
     }
   });
 
+  it.each([
+    -1,
+    Number.NaN,
+    '1000',
+    null,
+  ])('refuses outboxKeepMs and catchUpAfterMs %s with InvalidArgumentError', (value) => {
+    for (const name of ['outboxKeepMs', 'catchUpAfterMs']) {
+      expect(() => new RedisSessionService({ client, [name]: value as number })).toThrow(
+        expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringContaining(name) }),
+      );
+    }
+  });
+
+  it('takes catchUpAfterMs from 0 to Infinity (never late)', () => {
+    for (const catchUpAfterMs of [0, 2.5, 1_000, Number.POSITIVE_INFINITY]) {
+      expect(() => new RedisSessionService({ client, catchUpAfterMs })).not.toThrow();
+    }
+  });
+
   it('refuses both clocks at once: a session expires on one', () => {
     expect(
       () => new RedisSessionService({ client, expireAfterIdleSeconds: 60, expireAfterCreateSeconds: 3600 }),
