@@ -44,7 +44,7 @@
  * beside the bucket the position of the entry each key's value came from (see
  * `APPLY`). So is an entry applied `lateUs` or more after it was made (a dead
  * writer's, an apply held past a failover, one the app slot lost before its
- * shard was told): it never lands over a key a write made after it set.
+ * shard was told): it lands only on the keys whose value was made before it.
  *
  * A session read is of one moment: it reads the session with its shard's
  * outbox (position `last`, entries above `floor`) and the app bucket with the
@@ -367,8 +367,8 @@ export class Outbox {
    * caught an entry up, see `APPLY`); `waited` (default true) makes
    * the apply wait for the replicas (a writer's second step does, the
    * bookkeeping does not). Resolves with the bucket (undefined unless asked
-   * for), the highest position of the shard's entries ever caught up after
-   * the app slot lost them (-1: none), and the shard's mark after it.
+   * for), the highest position of the shard's entries ever caught up (lost
+   * by the app slot, or applied late; -1: none), and the shard's mark after it.
    */
   async apply(
     operation: string,
