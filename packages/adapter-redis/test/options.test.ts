@@ -23,6 +23,15 @@ describe('option checks', () => {
     await client.quit();
   });
 
+  /** A service given `value` for each option of `names` is refused with InvalidArgumentError naming it. */
+  function expectRefused(names: string[], value: unknown): void {
+    for (const name of names) {
+      expect(() => new RedisSessionService({ client, [name]: value as number })).toThrow(
+        expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringContaining(name) }),
+      );
+    }
+  }
+
   it.each([
     0,
     -1,
@@ -33,11 +42,7 @@ describe('option checks', () => {
     '60',
     null,
   ])('refuses expireAfterIdleSeconds and expireAfterCreateSeconds %s with InvalidArgumentError', (value) => {
-    for (const name of ['expireAfterIdleSeconds', 'expireAfterCreateSeconds']) {
-      expect(() => new RedisSessionService({ client, [name]: value as number })).toThrow(
-        expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringContaining(name) }),
-      );
-    }
+    expectRefused(['expireAfterIdleSeconds', 'expireAfterCreateSeconds'], value);
   });
 
   it.each([
@@ -46,11 +51,7 @@ describe('option checks', () => {
     '1000',
     null,
   ])('refuses outboxKeepMs and catchUpAfterMs %s with InvalidArgumentError', (value) => {
-    for (const name of ['outboxKeepMs', 'catchUpAfterMs']) {
-      expect(() => new RedisSessionService({ client, [name]: value as number })).toThrow(
-        expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringContaining(name) }),
-      );
-    }
+    expectRefused(['outboxKeepMs', 'catchUpAfterMs'], value);
   });
 
   it('takes catchUpAfterMs from 0 to Infinity (never late)', () => {
