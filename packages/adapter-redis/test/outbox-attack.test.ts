@@ -752,8 +752,9 @@ describe('attacks on the outbox protocol (single server, one slot per script)', 
     expect(await client.hgetall(app.appState)).toEqual({ x: JSON.stringify('new'), y: JSON.stringify('new') });
     expect(newMarks).toEqual(['5', at(2), 0, '-1']);
     expect(noBucket).toBe(0);
-    // A key whose position is further ahead of the server's clock than lateUs (a shard clock that ran
-    // ahead, a record changed outside the store) is no value made after a late entry: it lands there.
+    // A key whose position is further ahead of the server's clock than lateUs and a second (a shard
+    // clock that ran ahead, a record changed outside the store) is no value made after a late entry:
+    // it lands there.
     await client.hset(app.written, 'x', at(-60));
     await apply('0', '500000', ['3', '-1', '-1', '1', at(1.5), entry('late')]);
     expect(await client.hgetall(app.appState)).toEqual({ x: JSON.stringify('late'), y: JSON.stringify('late') });
